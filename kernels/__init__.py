@@ -1,0 +1,1 @@
+"""Triton kernels of the DFlash hot path, each next to its pure-PyTorch oracle."""

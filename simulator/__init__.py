@@ -1,0 +1,1 @@
+"""Discrete-event (simpy) serving simulator for speculative decoding. Never imports torch."""

@@ -1,0 +1,121 @@
+"""One tolerance table per dtype, and an assert helper that explains its failures.
+
+The table follows shared/research/style-anchors.md section 8.3:
+
+| dtype    | elementwise (rtol, atol) | reductions / matmul / attention | discrete |
+| float64  | 1e-7, 1e-7               | same                            | exact    |
+| float32  | 1.3e-6, 1e-5             | 1e-5, 1e-4                      | exact    |
+| bfloat16 | 1.6e-2, 1e-2             | 2x rule                         | exact    |
+| float16  | 1e-3, 1e-3               | 2x rule                         | exact    |
+
+The 2x rule (flash-attention's): for 16-bit outputs of a reduction, the kernel's error
+against an fp32 oracle may be at most twice the error of the same oracle run in the
+low-precision dtype, plus a small epsilon: the tolerance comes from the data.
+
+torch is imported inside the functions so that `workbench` imports without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ELEMENTWISE = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1.3e-6, 1e-5),
+    "bfloat16": (1.6e-2, 1e-2),
+    "float16": (1e-3, 1e-3),
+}
+REDUCTION = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-5, 1e-4),
+}
+TWO_X_EPS = {"bfloat16": 1e-3, "float16": 1e-4}
+
+
+@dataclass(frozen=True)
+class Report:
+    """Agreement statistics between an output and its oracle."""
+
+    numel: int
+    mismatches: int
+    max_abs: float
+    mean_abs: float
+    first_bad: list[tuple[tuple[int, ...], float, float]]
+
+    def __str__(self) -> str:
+        head = (
+            f"{self.mismatches}/{self.numel} mismatched, max|d|={self.max_abs:.3g}, "
+            f"mean|d|={self.mean_abs:.3g}"
+        )
+        rows = [f"  at {idx}: got {a!r}, expected {b!r}" for idx, a, b in self.first_bad]
+        return "\n".join([head, *rows])
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def tolerance(dtype: Any, kind: str = "elementwise") -> tuple[float, float]:
+    """(rtol, atol) for `dtype`; kind is 'elementwise' or 'reduction' (fp32/fp64 only)."""
+    name = _dtype_name(dtype)
+    table = REDUCTION if kind == "reduction" else ELEMENTWISE
+    if name not in table:
+        raise ValueError(f"no {kind} tolerance for dtype {name}; use the 2x rule for 16-bit")
+    return table[name]
+
+
+def compare(actual, expected, *, rtol: float, atol: float, max_report: int = 5) -> Report:
+    """Elementwise |a - e| <= atol + rtol * |e| (NaN positions must agree)."""
+    import torch
+
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    if a.shape != e.shape:
+        raise AssertionError(f"shape mismatch: got {tuple(a.shape)}, expected {tuple(e.shape)}")
+    diff = (a - e).abs()
+    nan_ok = torch.isnan(a) & torch.isnan(e)
+    bad = ~((diff <= atol + rtol * e.abs()) | nan_ok)
+    finite = diff[~nan_ok & torch.isfinite(diff)]
+    idx = bad.nonzero().tolist()[:max_report]
+    first = [(tuple(i), a[tuple(i)].item(), e[tuple(i)].item()) for i in idx]
+    return Report(
+        numel=a.numel(),
+        mismatches=int(bad.sum()),
+        max_abs=float(finite.max()) if finite.numel() else 0.0,
+        mean_abs=float(finite.mean()) if finite.numel() else 0.0,
+        first_bad=first,
+    )
+
+
+def assert_close(actual, expected, *, dtype=None, kind: str = "elementwise", rtol=None, atol=None,
+                 name: str = "output") -> Report:
+    """Assert `actual` matches `expected` within the table's tolerance for `dtype`.
+
+    Integer and bool tensors must match exactly. Returns the report (print it to see the
+    max and mean error on success too).
+    """
+    dtype = dtype if dtype is not None else actual.dtype
+    if not (actual.dtype.is_floating_point or actual.dtype.is_complex):
+        rtol, atol = 0.0, 0.0
+    elif rtol is None or atol is None:
+        rtol, atol = tolerance(dtype, kind)
+    rep = compare(actual, expected, rtol=rtol, atol=atol)
+    if rep.mismatches:
+        raise AssertionError(f"{name} differs from its oracle (rtol={rtol}, atol={atol}): {rep}")
+    return rep
+
+
+def assert_two_x(actual, oracle_fp32, oracle_same_dtype, *, name: str = "output") -> Report:
+    """The 2x rule: max|actual - fp32| <= 2 * max|same_dtype - fp32| + eps(dtype)."""
+    import torch
+
+    ref = oracle_fp32.detach().to("cpu", torch.float64)
+    low_err = (oracle_same_dtype.detach().to("cpu", torch.float64) - ref).abs().max().item()
+    bound = 2.0 * low_err + TWO_X_EPS.get(_dtype_name(actual.dtype), 0.0)
+    rep = compare(actual, oracle_fp32, rtol=0.0, atol=bound)
+    if rep.mismatches:
+        raise AssertionError(
+            f"{name} breaks the 2x rule (bound {bound:.3g} = 2 x {low_err:.3g} + eps): {rep}"
+        )
+    return rep
