@@ -1,0 +1,40 @@
+"""The toy world's corpus split, tokenizer and target training (micro size, CPU)."""
+
+import json
+
+import pytest
+
+from reference.toy.corpus import SPLITS, read_texts, source_files, split_of
+from reference.toy.tokenizer import EOT, MASK, encode_corpus, train_tokenizer
+
+
+def test_split_is_deterministic_and_disjoint():
+    files = {s: {p.as_posix() for p in source_files(s)} for s in SPLITS}
+    assert all(files[s] for s in SPLITS)
+    assert not (files["train"] & files["test"]) and not (files["train"] & files["validation"])
+    assert split_of("json/decoder.py") == split_of("json/decoder.py")
+    with pytest.raises(ValueError, match="split"):
+        source_files("dev")
+
+
+def test_tokenizer_reserves_eot_and_mask_and_round_trips():
+    texts = read_texts("validation", max_files=5)
+    tok = train_tokenizer(texts, vocab_size=600)
+    assert tok.token_to_id(EOT) == 0 and tok.token_to_id(MASK) == 1
+    sample = "def f(x):\n    return x + 1\n"
+    assert tok.decode(tok.encode(sample).ids) == sample
+    stream = encode_corpus(tok, texts[:2])
+    assert stream.count(0) == 2 and 1 not in stream
+
+
+def test_micro_target_loss_falls_and_loads_in_transformers(tmp_path):
+    from transformers import Qwen3ForCausalLM
+
+    from reference.toy.train_target import train_target
+
+    m = train_target("micro", tmp_path, steps=30, max_files=40, device="cpu")
+    assert m["train_loss_last"] < m["train_loss_first"] - 1.0
+    assert json.loads((tmp_path / "metrics.json").read_text())["val_loss"] == m["val_loss"]
+    model = Qwen3ForCausalLM.from_pretrained(tmp_path)
+    assert model.config.hidden_size == m["config"]["hidden"]
+    assert (tmp_path / "tokenizer.json").exists()
