@@ -78,7 +78,8 @@ def compare(actual, expected, *, rtol: float, atol: float, max_report: int = 5) 
     bad = ~((diff <= atol + rtol * e.abs()) | nan_ok)
     finite = diff[~nan_ok & torch.isfinite(diff)]
     idx = bad.nonzero().tolist()[:max_report]
-    first = [(tuple(i), a[tuple(i)].item(), e[tuple(i)].item()) for i in idx]
+    a0, e0 = actual.detach().cpu(), expected.detach().cpu()
+    first = [(tuple(i), a0[tuple(i)].item(), e0[tuple(i)].item()) for i in idx]
     return Report(
         numel=a.numel(),
         mismatches=int(bad.sum()),

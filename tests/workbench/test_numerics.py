@@ -1,0 +1,42 @@
+"""The tolerance table and the assert helpers of workbench.numerics."""
+
+import pytest
+import torch
+
+from workbench.numerics import assert_close, assert_two_x, compare, tolerance
+
+
+def test_table_rows():
+    assert tolerance(torch.float32) == (1.3e-6, 1e-5)
+    assert tolerance(torch.float32, "reduction") == (1e-5, 1e-4)
+    assert tolerance(torch.bfloat16) == (1.6e-2, 1e-2)
+    with pytest.raises(ValueError, match="2x rule"):
+        tolerance(torch.bfloat16, "reduction")
+
+
+def test_integers_must_match_exactly_and_report_names_the_index():
+    a = torch.tensor([[1, 2], [3, 4]])
+    b = torch.tensor([[1, 2], [3, 5]])
+    assert_close(a, a.clone())
+    with pytest.raises(AssertionError, match=r"(?s)1/4 mismatched.*at \(1, 1\): got 4, expected 5"):
+        assert_close(a, b, name="ids")
+
+
+def test_float_tolerance_and_report_statistics():
+    e = torch.linspace(-1, 1, 101)
+    rep = assert_close(e + 5e-6, e)
+    assert rep.mismatches == 0 and rep.max_abs == pytest.approx(5e-6, rel=1e-2)
+    with pytest.raises(AssertionError, match="differs from its oracle"):
+        assert_close(e + 1e-3, e)
+    nan = torch.tensor([float("nan"), 1.0])
+    assert compare(nan, nan.clone(), rtol=0, atol=0).mismatches == 0
+
+
+def test_two_x_rule_bound_comes_from_the_same_dtype_oracle():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 64, generator=g)
+    exact = x @ x.t()
+    low = (x.bfloat16() @ x.bfloat16().t())
+    assert_two_x(low, exact, low)
+    with pytest.raises(AssertionError, match="2x rule"):
+        assert_two_x(low + 1.0, exact, low)
