@@ -1,0 +1,190 @@
+"""Qwen3 decoder over a paged KV pool: the target model, and the layer the drafter reuses.
+
+One forward runs a padded batch `[bs, T]` in which request b extends its own prefix by its
+own number of tokens (prefill, a verify block of B, or a decode step of 1): token t of row b
+sits at absolute position `positions[b, t]`, writes its K/V to slot `cache_loc[b, t]`, and
+attends to keys `w < kv_lens[b]` of its request's row of `req_to_token` (causally, and within
+the window on sliding layers). Padding tokens use slot 0 and never reach real keys.
+Attention gathers each request's row of the pool and calls SDPA with a boolean mask; the
+grouped query heads are folded into the query length so K/V are never repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from kernels.kv_materialize.ref import rope_neox
+from reference.config import ModelConfig
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """HF Qwen3 RMSNorm over the last dim: fp32 statistics, cast back, then scale."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+
+def rope_cache(head_dim: int, theta: float, max_position: int, device) -> torch.Tensor:
+    """(P, D) fp32 table, cos in [:, :D/2] and sin in [:, D/2:] (kv_materialize's layout)."""
+    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+    inv_freq = 1.0 / (theta**exponent)
+    freqs = torch.arange(max_position, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(device)
+
+
+def apply_rope(x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
+    """Neox RoPE of x (bs, T, heads, D) with cos_sin (bs, T, D) fp32; math in fp32."""
+    bs, t, heads, d = x.shape
+    cs = cos_sin.reshape(bs * t, d)
+    out = rope_neox(x.reshape(bs * t, heads, d).float(), cs[:, : d // 2], cs[:, d // 2 :])
+    return out.view(bs, t, heads, d).to(x.dtype)
+
+
+class LayerWeights(NamedTuple):
+    """One Qwen3 decoder layer; wqkv is (nh*D + 2*nkv*D, H), w_gate_up is (2*I, H)."""
+
+    input_norm: torch.Tensor
+    wqkv: torch.Tensor
+    q_norm: torch.Tensor
+    k_norm: torch.Tensor
+    wo: torch.Tensor
+    post_norm: torch.Tensor
+    w_gate_up: torch.Tensor
+    w_down: torch.Tensor
+
+
+class ForwardBatch(NamedTuple):
+    """Where the tokens of a padded batch go.
+
+    positions (bs, T) i64, cache_loc (bs, T) i64 (0 for padding), req_rows (bs,) i64 rows of
+    req_to_token, kv_lens (bs,) i64 keys visible per request (prefix + its new tokens).
+    """
+
+    positions: torch.Tensor
+    cache_loc: torch.Tensor
+    req_rows: torch.Tensor
+    kv_lens: torch.Tensor
+
+
+def attention_mask(positions: torch.Tensor, kv_lens: torch.Tensor, width: int, group: int, *,
+                   causal: bool, window: int | None) -> torch.Tensor:
+    """(bs, 1, group*T, W) bool: query (g, t) of row b may see key w of its row."""
+    bs, t = positions.shape
+    w = torch.arange(width, device=positions.device)
+    allowed = (w[None, None, :] < kv_lens[:, None, None]).expand(bs, t, width)
+    if causal:
+        allowed = allowed & (w[None, None, :] <= positions[:, :, None])
+    if window is not None:
+        allowed = allowed & (positions[:, :, None] - w[None, None, :] < window)
+    return allowed[:, None, None].expand(bs, 1, group, t, width).reshape(bs, 1, group * t, width)
+
+
+def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_pool: torch.Tensor,
+                    v_pool: torch.Tensor, cache_loc: torch.Tensor, slots: torch.Tensor,
+                    mask: torch.Tensor) -> torch.Tensor:
+    """Write the new K/V, then attend over each request's gathered row.
+
+    Args:
+        q: (bs, T, nh, D); k, v: (bs, T, nkv, D) already normed and rotated.
+        k_pool, v_pool: (S, nkv, D) one layer's pools, written in place.
+        cache_loc: (bs*T,) i64; slots: (bs, W) i64; mask: (bs, 1, g*T, W) bool.
+    Returns: (bs, T, nh*D).
+    """
+    bs, t, nh, d = q.shape
+    nkv = k.shape[2]
+    g = nh // nkv
+    k_pool.index_copy_(0, cache_loc, k.reshape(bs * t, nkv, d))
+    v_pool.index_copy_(0, cache_loc, v.reshape(bs * t, nkv, d))
+    keys = k_pool[slots].transpose(1, 2)  # (bs, nkv, W, D)
+    values = v_pool[slots].transpose(1, 2)
+    q = q.view(bs, t, nkv, g, d).permute(0, 2, 3, 1, 4).reshape(bs, nkv, g * t, d)
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+    return out.view(bs, nkv, g, t, d).permute(0, 3, 1, 2, 4).reshape(bs, t, nh * d)
+
+
+def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, mask: torch.Tensor,
+                  slots: torch.Tensor, cache_loc: torch.Tensor, k_pool: torch.Tensor,
+                  v_pool: torch.Tensor, num_heads: int, eps: float) -> torch.Tensor:
+    """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it."""
+    bs, t, _ = x.shape
+    nkv, d = k_pool.shape[1], k_pool.shape[2]
+    h = rms_norm(x, w.input_norm, eps)
+    q, k, v = (h @ w.wqkv.t()).split([num_heads * d, nkv * d, nkv * d], dim=-1)
+    q = apply_rope(rms_norm(q.view(bs, t, num_heads, d), w.q_norm, eps), cos_sin)
+    k = apply_rope(rms_norm(k.view(bs, t, nkv, d), w.k_norm, eps), cos_sin)
+    attn = paged_attention(q, k, v.view(bs, t, nkv, d), k_pool, v_pool, cache_loc, slots, mask)
+    x = x + attn @ w.wo.t()
+    gate, up = (rms_norm(x, w.post_norm, eps) @ w.w_gate_up.t()).chunk(2, dim=-1)
+    return x + (F.silu(gate) * up) @ w.w_down.t()
+
+
+@dataclass
+class Target:
+    """A Qwen3ForCausalLM's weights plus the forward that runs them over a KVPool.
+
+    embed: (V, H); head: (V, H) (the same tensor when tied); cos_sin: (P, D) fp32.
+    `fast_layer` is the torch.compile'd `decoder_layer` after `enable_compile()`; the
+    fixed-shape forwards (decode, draft, verify) use it, prefill stays eager.
+    """
+
+    config: ModelConfig
+    embed: torch.Tensor
+    layers: list[LayerWeights]
+    norm: torch.Tensor
+    head: torch.Tensor
+    cos_sin: torch.Tensor
+    fast_layer: Callable = decoder_layer
+    runtime: object = None  # the engine's pool and CUDA graphs (reference/generate.py)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed.dtype
+
+    def enable_compile(self) -> None:
+        """Fuse each layer's elementwise work with torch.compile (CUDA fast path)."""
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        self.fast_layer = torch.compile(decoder_layer)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """(..., H) final-normed hidden -> (..., V) logits in the model dtype."""
+        return h @ self.head.t()
+
+    def forward(self, input_ids: torch.Tensor, batch: ForwardBatch, req_to_token: torch.Tensor,
+                k_pool: torch.Tensor, v_pool: torch.Tensor,
+                capture: tuple[int, ...] = (), fast: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run input_ids (bs, T) through every layer, reading and writing the pool.
+
+        Returns the final-normed hidden (bs, T, H) and, if `capture` names layer ids, the
+        residual stream after each of them concatenated in that order (bs, T, K*H).
+        fast=False runs the eager layer (prefill: one-off shapes, not worth compiling).
+        """
+        cfg = self.config
+        x = self.embed[input_ids]
+        slots = req_to_token[batch.req_rows].long()
+        cache_loc = batch.cache_loc.reshape(-1)
+        cos_sin = self.cos_sin[batch.positions]
+        group = cfg.num_heads // cfg.num_kv_heads
+        masks = {win: attention_mask(batch.positions, batch.kv_lens, slots.shape[1], group,
+                                     causal=True, window=win)
+                 for win in {cfg.window(i) for i in range(cfg.num_layers)}}
+        layer = self.fast_layer if fast else decoder_layer
+        aux = []
+        for i, w in enumerate(self.layers):
+            x = layer(x, w, cos_sin, masks[cfg.window(i)], slots, cache_loc, k_pool[i],
+                           v_pool[i], cfg.num_heads, cfg.rms_norm_eps)
+            if i in capture:
+                aux.append(x)
+        hidden = rms_norm(x, self.norm, cfg.rms_norm_eps)
+        if not capture:
+            return hidden, None
+        by_id = dict(zip(sorted(set(capture)), aux))
+        return hidden, torch.cat([by_id[i] for i in capture], dim=-1)

@@ -1,0 +1,41 @@
+"""The one place where the engine picks a hot-path kernel: Triton on CUDA, else the oracle.
+
+The CPU path (tests, fp32) always runs the pure-PyTorch oracles, even when the Triton
+interpreter is on, so the engine's CPU tests stay fast; the kernels are tested against the
+oracles in tests/kernels.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import kernels
+from kernels import AcceptResult
+
+__all__ = ["AcceptResult", "accept_bonus", "kv_materialize", "prepare_block"]
+
+
+def _use_triton(tensor: torch.Tensor) -> bool:
+    return tensor.is_cuda and kernels.triton_available(tensor)
+
+
+def prepare_block(verified_id, prefix_lens, req_pool_indices, req_to_token, *, block_size,
+                  mask_token_id):
+    """See `kernels.prepare_block_ref`."""
+    op = kernels.prepare_block if _use_triton(req_to_token) else kernels.prepare_block_ref
+    return op(verified_id, prefix_lens, req_pool_indices, req_to_token, block_size=block_size,
+              mask_token_id=mask_token_id)
+
+
+def accept_bonus(candidates, target_top1, prefix_lens) -> AcceptResult:
+    """See `kernels.accept_bonus_ref`."""
+    op = kernels.accept_bonus if _use_triton(candidates) else kernels.accept_bonus_ref
+    return op(candidates, target_top1, prefix_lens)
+
+
+def kv_materialize(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, cache_loc, k_pool,
+                   v_pool, *, eps, commit_lens=None, block_size=None) -> None:
+    """See `kernels.kv_materialize_ref`."""
+    op = kernels.kv_materialize if _use_triton(ctx_hidden) else kernels.kv_materialize_ref
+    op(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, cache_loc, k_pool, v_pool,
+       eps=eps, commit_lens=commit_lens, block_size=block_size)

@@ -1,0 +1,114 @@
+"""Tiny random checkpoints for the reference-engine tests (CPU, fp32).
+
+The target is written by transformers' `save_pretrained`; the DFlash drafter in the z-lab
+format (config.json with dflash_config, safetensors with `layers.*`, `fc`, `hidden_norm`,
+`norm`) by `write_drafter`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from reference.loaders import load_dflash, load_target
+
+TINY = dict(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=8, rope_theta=10000.0,
+            max_position_embeddings=512)
+
+
+def write_target(path: Path, seed: int = 0, **overrides) -> Qwen3ForCausalLM:
+    """Save a random Qwen3ForCausalLM (fp32) to `path` and return it in eval mode."""
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(Qwen3Config(**{**TINY, **overrides})).eval()
+    model.save_pretrained(path)
+    return model
+
+
+def drafter_config(target_cfg: dict = TINY, *, layers: int = 2, block_size: int = 4,
+                   mask_token_id: int | None = None, target_layer_ids=(0, 2),
+                   **overrides) -> dict:
+    """A z-lab style drafter config.json for a target with config `target_cfg` (TINY's keys)."""
+    cfg = {k: target_cfg[k] for k in ("hidden_size", "num_attention_heads",
+                                      "num_key_value_heads", "head_dim", "intermediate_size",
+                                      "rope_theta", "max_position_embeddings")}
+    cfg.update(num_hidden_layers=layers, rms_norm_eps=1e-6, block_size=block_size,
+               num_target_layers=target_cfg["num_hidden_layers"],
+               dflash_config={"mask_token_id": target_cfg["vocab_size"] - 1
+                              if mask_token_id is None else mask_token_id,
+                              "target_layer_ids": list(target_layer_ids)})
+    cfg.update(overrides)
+    return cfg
+
+
+def drafter_weights(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random z-lab drafter tensors (std 0.2, norms near 1) matching `cfg`."""
+    g = torch.Generator().manual_seed(seed)
+    h, d, inter = cfg["hidden_size"], cfg["head_dim"], cfg["intermediate_size"]
+    nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    k = len(cfg["dflash_config"]["target_layer_ids"])
+
+    def rand(*shape, std=0.2):
+        return torch.randn(shape, generator=g) * std
+
+    def norm(n):
+        return 1.0 + rand(n, std=0.1)
+
+    out = {"fc.weight": rand(h, k * h), "hidden_norm.weight": norm(h), "norm.weight": norm(h)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"layers.{i}."
+        out.update({
+            p + "self_attn.q_proj.weight": rand(nh * d, h),
+            p + "self_attn.k_proj.weight": rand(nkv * d, h),
+            p + "self_attn.v_proj.weight": rand(nkv * d, h),
+            p + "self_attn.o_proj.weight": rand(h, nh * d),
+            p + "self_attn.q_norm.weight": norm(d),
+            p + "self_attn.k_norm.weight": norm(d),
+            p + "mlp.gate_proj.weight": rand(inter, h),
+            p + "mlp.up_proj.weight": rand(inter, h),
+            p + "mlp.down_proj.weight": rand(h, inter),
+            p + "input_layernorm.weight": norm(h),
+            p + "post_attention_layernorm.weight": norm(h),
+        })
+    return out
+
+
+def write_drafter(path: Path, cfg: dict, weights: dict | None = None, seed: int = 0) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(cfg))
+    save_file(weights if weights is not None else drafter_weights(cfg, seed),
+              str(path / "model.safetensors"))
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("target")
+    write_target(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def hf_model(tiny_dir) -> Qwen3ForCausalLM:
+    return Qwen3ForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="session")
+def target(tiny_dir):
+    return load_target(tiny_dir)
+
+
+@pytest.fixture(scope="session")
+def drafter_dir(tmp_path_factory, tiny_dir) -> Path:
+    path = tmp_path_factory.mktemp("drafter")
+    write_drafter(path, drafter_config())
+    return path
+
+
+@pytest.fixture(scope="session")
+def dflash(drafter_dir, target):
+    return load_dflash(drafter_dir, target)

@@ -1,0 +1,127 @@
+"""Lossless batched speculative decoding: greedy outputs, oracle acceptance, slot ownership."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from reference import generate as generate_mod
+from reference.cuda_graphs import GraphCache
+from reference.generate import generate
+from reference.kv_pool import KVPool, KVShape, PoolFullError
+from reference.loaders import load_dflash
+from reference.proposers import OracleProposer, geometric_survival
+
+
+def _prompts(lens, vocab, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lens]
+
+
+@pytest.fixture
+def checked_rounds(monkeypatch):
+    """Check slot ownership after every round of every generate() in the test."""
+    step = generate_mod._Engine.step
+
+    def checked(self):
+        step(self)
+        self.pool.check()
+
+    monkeypatch.setattr(generate_mod._Engine, "step", checked)
+
+
+@given(lens=st.lists(st.integers(1, 12), min_size=1, max_size=8),
+       block=st.integers(1, 16), max_new=st.integers(1, 30),
+       kind=st.sampled_from(["dflash", "oracle"]), stop_at=st.none() | st.integers(0, 29),
+       seed=st.integers(0, 2**16))
+def test_speculative_greedy_equals_plain_greedy(target, drafter_dir, lens, block, max_new,
+                                                kind, stop_at, seed):
+    note(f"{lens=} {block=} {max_new=} {kind=} {stop_at=} {seed=}")
+    prompts = _prompts(lens, target.config.vocab_size, seed)
+    full = generate(target, prompts, max_new_tokens=max_new)
+    stop = ()
+    if stop_at is not None:  # a token that request 0 emits mid-stream, likely mid-block
+        stop = (full.tokens[0][min(stop_at, len(full.tokens[0]) - 1)],)
+    plain = generate(target, prompts, max_new_tokens=max_new, stop_token_ids=stop)
+    if kind == "dflash":
+        proposer = load_dflash(drafter_dir, target, block_size=block)
+    else:
+        curve = geometric_survival(1 + (block - 1) * 0.6, block) if block > 1 else []
+        proposer = OracleProposer(full.tokens, block, curve, seed=seed)
+    spec = generate(target, prompts, proposer=proposer, max_new_tokens=max_new,
+                    stop_token_ids=stop)
+    assert spec.tokens == plain.tokens
+    for toks, commits in zip(spec.tokens, spec.accept_lengths):
+        assert all(1 <= c <= block for c in commits)
+        assert sum(commits) >= len(toks) - 1
+    pool = target.runtime.pool
+    pool.check()
+    assert pool.free_slots == pool.num_slots - 1
+
+
+def test_slots_are_never_shared_during_a_run(target, dflash, checked_rounds):
+    prompts = _prompts([3, 11, 6, 1, 8], target.config.vocab_size, seed=3)
+    generate(target, prompts, proposer=dflash, max_new_tokens=17)
+    generate(target, prompts, max_new_tokens=13, stop_token_ids=(1, 2, 3))
+
+
+def test_oracle_without_corruption_commits_full_blocks(target):
+    prompts = _prompts([4, 9, 2], target.config.vocab_size, seed=5)
+    plain = generate(target, prompts, max_new_tokens=40)
+    block = 6
+    out = generate(target, prompts, proposer=OracleProposer(plain.tokens, block),
+                   max_new_tokens=40)
+    assert out.tokens == plain.tokens
+    for commits in out.accept_lengths:
+        assert commits[:-1] == [block] * (len(commits) - 1)
+
+
+def test_oracle_survival_curve_is_measured(target):
+    block, tau = 6, 3.0
+    curve = geometric_survival(tau, block)
+    prompts = _prompts([5] * 8, target.config.vocab_size, seed=7)
+    plain = generate(target, prompts, max_new_tokens=300)
+    out = generate(target, prompts, proposer=OracleProposer(plain.tokens, block, curve, seed=1),
+                   max_new_tokens=300)
+    assert out.tokens == plain.tokens
+    accepts = [c - 1 for commits in out.accept_lengths for c in commits[:-1]]
+    n = len(accepts)
+    for j, s in enumerate(curve, start=1):
+        measured = sum(a >= j for a in accepts) / n
+        assert abs(measured - s) <= 4 * math.sqrt(s * (1 - s) / n) + 1e-9, (j, measured, s)
+    assert abs(sum(accepts) / n + 1 - tau) < 0.25
+
+
+def test_pool_refuses_what_it_cannot_hold():
+    pool = KVPool(11, 2, 8, KVShape(1, 1, 2), None, torch.float32, "cpu")
+    a = pool.admit(6)
+    with pytest.raises(PoolFullError, match="needs 6 more KV slots, 4 of 10 are free"):
+        pool.admit(6)
+    with pytest.raises(PoolFullError, match="table width"):
+        pool.reserve(a, 9)
+    b = pool.admit(4)
+    with pytest.raises(PoolFullError, match="no free request row"):
+        pool.admit(1)
+    pool.check()
+    pool.release(a)
+    pool.release(b)
+    pool.check()
+    assert pool.free_slots == 10 and not pool.req_to_token.any()
+
+
+def test_generate_reports_admission_errors(target):
+    cfg = target.config
+    shape = KVShape(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim)
+    pool = KVPool(40, 8, 64, shape, None, target.dtype, "cpu")
+    target.runtime = generate_mod._Runtime(pool, GraphCache("cpu"))
+    try:
+        with pytest.raises(PoolFullError, match="more KV slots"):
+            generate(target, [[1] * 20, [2] * 20], max_new_tokens=4)
+        pool.check()
+        assert pool.free_slots == 39
+    finally:
+        target.runtime = None
