@@ -4,6 +4,9 @@ Ops (signatures in shared/design/ARCHITECTURE.md, "Public contracts"): `prepare_
 `accept_bonus`, `kv_materialize`, and their oracles `*_ref`. The oracles need only torch.
 Triton is imported on the first call of a kernel, never by `import kernels`, so that a CPU
 process can still set TRITON_INTERPRET=1 before it is imported (`python -m kernels.check`).
+
+`kernels.<op>` is the launcher, which hides the subpackage of the same name: import an op's
+modules with `from kernels.<op> import kernel, ref, bench` (not `import kernels.<op>.x as y`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ from kernels._checks import num_warps_for as _num_warps
 from kernels.accept_bonus.ref import AcceptResult
 
 
-@triton.jit(do_not_specialize=["bs", "B"])
+# Sizes vary per call; not specializing them keeps the compiled variants few.
+@triton.jit(do_not_specialize=["stride_cand", "stride_top1", "bs", "B"])
 def _accept_bonus_kernel(
     candidates_ptr,
     target_top1_ptr,

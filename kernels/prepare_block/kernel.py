@@ -22,7 +22,9 @@ from kernels._checks import INT_DTYPES, check_int, check_len, check_runnable, ch
 from kernels._checks import num_warps_for as _num_warps
 
 
-@triton.jit(do_not_specialize=["mask_token_id", "num_rows", "width", "stride_out_kind", "B"])
+# Sizes and ids vary per call; not specializing them keeps the compiled variants few.
+@triton.jit(do_not_specialize=["mask_token_id", "num_rows", "width", "stride_table",
+                               "stride_out_kind", "B"])
 def _prepare_block_kernel(
     verified_id_ptr,
     prefix_lens_ptr,
