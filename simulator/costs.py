@@ -1,0 +1,128 @@
+"""Cost models: how long the GPU and the host take for one round of a batch.
+
+`CostModel` is the interface the engine uses. The forward methods take per-request arrays
+`q_lens` (n,) and `kv_lens` of shape (n,) or (rounds, n), so a whole stretch of rounds is
+priced in one call; the answer is a float for one round, else an array of shape (rounds,).
+
+`RooflineCostModel` prices a forward as max(FLOPs / matmul peak, bytes / HBM bandwidth) for
+the linear layers and, separately, for attention, plus a launch overhead per forward; the
+LM head + sampling and DFlash's draft-KV materialization the same way; the host as a constant
+plus a per-request term. Calibrated cost models (measured tables, a later issue) register in
+`COST_MODELS` under their own name and are picked with `engine.cost_model`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from simulator.params import SimConfig
+from simulator.shapes import Stack, draft_stack, fusion_params
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """Time in seconds of each piece of a round."""
+
+    def target_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> np.ndarray | float:
+        """Target forward (prefill chunk, decode or verify): q_len new tokens per request
+        attending causally to kv_len cached tokens plus themselves."""
+
+    def draft_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray,
+                        causal: bool = True) -> np.ndarray | float:
+        """One forward of the drafter's own layers (DFlash: causal=False inside the block)."""
+
+    def lm_head_s(self, n_rows: float) -> float:
+        """LM head over n_rows hidden states, plus argmax/sampling."""
+
+    def kv_materialize_s(self, n_tokens: float) -> float:
+        """DFlash: project target features into the draft KV pool for n_tokens tokens."""
+
+    def host_plan_s(self, batch_size: int) -> float:
+        """Scheduler work before a round: batch formation, KV allocation, input prep."""
+
+    def host_process_s(self, batch_size: int) -> float:
+        """Host work after a round: accept bookkeeping, stop checks, streaming."""
+
+    def copy_s(self) -> float:
+        """Device-to-host copy of a round's results."""
+
+
+class RooflineCostModel:
+    """Analytic roofline: FLOPs and bytes against the hardware's peak and bandwidth."""
+
+    def __init__(self, cfg: SimConfig):
+        hw, m, e = cfg.hardware, cfg.model, cfg.engine
+        self.flops = hw.matmul_tflops * 1e12 * hw.matmul_efficiency
+        self.attn_flops = self.flops * hw.attention_efficiency
+        self.bw = hw.hbm_tbps * 1e12 * hw.bandwidth_efficiency
+        self.launch = hw.launch_overhead_s
+        self.copy = hw.d2h_copy_s
+        self.target = Stack.of(m)
+        self.draft = draft_stack(cfg)
+        self.vocab = m.vocab_size
+        self.head_params = m.vocab_size * m.hidden_size
+        self.dtype = m.dtype_bytes
+        d = self.draft
+        kv_proj = d.layers * d.hidden * 2 * d.kv_heads * d.head_dim if d else 0
+        self.materialize_params = fusion_params(cfg) + kv_proj
+        self.host = (e.host_plan_s, e.host_plan_per_req_s, e.host_process_s,
+                     e.host_process_per_req_s)
+
+    def _stack_s(self, st: Stack, q: np.ndarray, kv: np.ndarray, causal: bool):
+        tokens = float(q.sum())
+        qkv = kv @ q  # sum over requests of q * kv, shape kv.shape[:-1]
+        self_pairs = float(q @ (q + 1)) / 2.0 if causal else float(q @ q)
+        lin_flops = 2.0 * st.params * tokens
+        act_bytes = tokens * st.layers * (6 * st.hidden + 3 * st.intermediate) * st.dtype_bytes
+        t_lin = max(lin_flops / self.flops, (st.weight_bytes + act_bytes) / self.bw)
+        attn_flops = 4.0 * st.layers * st.heads * st.head_dim * (qkv + self_pairs)
+        kv_bytes = st.kv_bytes_per_token * (kv.sum(axis=-1) + tokens)
+        if kv.ndim == 1:
+            t_attn = max(float(attn_flops) / self.attn_flops, float(kv_bytes) / self.bw)
+        else:
+            t_attn = np.maximum(attn_flops / self.attn_flops, kv_bytes / self.bw)
+        return t_lin + t_attn + self.launch
+
+    def target_forward_s(self, q_lens, kv_lens):
+        return self._stack_s(self.target, q_lens, kv_lens, causal=True)
+
+    def draft_forward_s(self, q_lens, kv_lens, causal=True):
+        if self.draft is None:
+            return np.zeros(np.shape(kv_lens)[:-1]) if np.ndim(kv_lens) > 1 else 0.0
+        return self._stack_s(self.draft, q_lens, kv_lens, causal)
+
+    def lm_head_s(self, n_rows):
+        n = float(n_rows)
+        flops = 2.0 * self.head_params * n
+        nbytes = self.head_params * self.dtype + n * self.vocab * 8  # fp32 logits, write + read
+        return max(flops / self.flops, nbytes / self.bw)
+
+    def kv_materialize_s(self, n_tokens):
+        if self.draft is None:
+            return 0.0
+        n = float(n_tokens)
+        flops = 2.0 * self.materialize_params * n
+        nbytes = self.materialize_params * self.dtype + n * self.draft.kv_bytes_per_token
+        return max(flops / self.flops, nbytes / self.bw) + self.launch
+
+    def host_plan_s(self, batch_size):
+        return self.host[0] + self.host[1] * batch_size
+
+    def host_process_s(self, batch_size):
+        return self.host[2] + self.host[3] * batch_size
+
+    def copy_s(self):
+        return self.copy
+
+
+COST_MODELS: dict[str, Callable[[SimConfig], CostModel]] = {
+    "roofline": RooflineCostModel,
+}
+
+
+def make_cost_model(cfg: SimConfig) -> CostModel:
+    """The cost model named by `engine.cost_model` (the seam for calibrated tables)."""
+    return COST_MODELS[cfg.engine.cost_model](cfg)

@@ -1,0 +1,121 @@
+"""Model arithmetic: parameter counts, weight and KV bytes, and the KV pool a replica gets.
+
+A `Stack` is a run of identical decoder layers (the target, or a drafter made of layers of the
+target's shape). `kv_budget` turns hardware memory, `mem_fraction_static`, the weights of the
+target and drafter, and the KV bytes per token of both pools into the number of KV slots
+(tokens) of one replica, as SGLang sizes its pools: the draft pool has one slot per target
+token and shares slot indices with the target pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.params import ConfigError, ModelParams, SimConfig
+
+
+@dataclass(frozen=True)
+class Stack:
+    """`layers` decoder layers of one shape (attention with GQA + SwiGLU MLP)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    dtype_bytes: int
+
+    @classmethod
+    def of(cls, m: ModelParams, layers: int | None = None) -> Stack:
+        """The target's stack, or `layers` layers of the target's shape."""
+        n = m.num_layers if layers is None else layers
+        return cls(n, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim,
+                   m.intermediate_size, m.dtype_bytes)
+
+    @property
+    def params_per_layer(self) -> int:
+        """q, k, v, o projections and the gate/up/down MLP (norms are negligible)."""
+        attn = self.hidden * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+        return attn + 3 * self.hidden * self.intermediate
+
+    @property
+    def params(self) -> int:
+        return self.layers * self.params_per_layer
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.params * self.dtype_bytes
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K and V of every layer for one token."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+
+
+def embedding_params(m: ModelParams) -> int:
+    """Input embedding plus the LM head (counted once when tied)."""
+    return m.vocab_size * m.hidden_size * (1 if m.tie_embeddings else 2)
+
+
+def target_weight_bytes(m: ModelParams) -> int:
+    return (Stack.of(m).params + embedding_params(m)) * m.dtype_bytes
+
+
+def draft_stack(cfg: SimConfig) -> Stack | None:
+    """The drafter's own layers (it shares the target's embedding and LM head), or None."""
+    s = cfg.spec
+    if s.method == "none" or s.draft_layers == 0:
+        return None
+    return Stack.of(cfg.model, s.draft_layers)
+
+
+def fusion_params(cfg: SimConfig) -> int:
+    """The drafter's input projection: DFlash `fc` (K*H -> H), EAGLE-3's (3H -> H)."""
+    h = cfg.model.hidden_size
+    if cfg.spec.method == "dflash":
+        return cfg.spec.target_features * h * h
+    if cfg.spec.method == "ar_chain":
+        return 3 * h * h
+    return 0
+
+
+@dataclass(frozen=True)
+class KVBudget:
+    """How one replica's memory is split, and how many KV slots that leaves."""
+
+    usable_bytes: float
+    target_weight_bytes: int
+    draft_weight_bytes: int
+    target_kv_bytes_per_token: int
+    draft_kv_bytes_per_token: int
+    capacity_tokens: int
+
+    def as_dict(self) -> dict:
+        return {
+            "usable_gb": self.usable_bytes / 1e9,
+            "target_weights_gb": self.target_weight_bytes / 1e9,
+            "draft_weights_gb": self.draft_weight_bytes / 1e9,
+            "target_kv_bytes_per_token": self.target_kv_bytes_per_token,
+            "draft_kv_bytes_per_token": self.draft_kv_bytes_per_token,
+            "capacity_tokens": self.capacity_tokens,
+        }
+
+
+def kv_budget(cfg: SimConfig) -> KVBudget:
+    """KV slots of one replica: (memory * mem_fraction_static - weights) / bytes per token."""
+    m = cfg.model
+    usable = cfg.hardware.memory_gb * 1e9 * cfg.engine.mem_fraction_static
+    target_w = target_weight_bytes(m)
+    draft = draft_stack(cfg)
+    draft_w = (draft.params + fusion_params(cfg)) * m.dtype_bytes if draft else 0
+    target_kv = Stack.of(m).kv_bytes_per_token
+    draft_kv = draft.kv_bytes_per_token if draft else 0
+    capacity = int((usable - target_w - draft_w) // (target_kv + draft_kv))
+    if capacity <= 0:
+        raise ConfigError(
+            f"model.{m.name} (+ drafter) does not fit: {(target_w + draft_w) / 1e9:.1f} GB of "
+            f"weights vs {usable / 1e9:.1f} GB = hardware.memory_gb * "
+            "engine.mem_fraction_static"
+        )
+    return KVBudget(usable, target_w, draft_w, target_kv, draft_kv, capacity)
