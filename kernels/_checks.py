@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from kernels import triton_available
+
 INT_DTYPES = (torch.int32, torch.int64)
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -58,8 +60,6 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
 
 def check_runnable(name: str, t: torch.Tensor) -> None:
     """Triton needs CUDA tensors, or CPU tensors with TRITON_INTERPRET=1."""
-    from kernels import triton_available
-
     if not triton_available(t):
         raise ValueError(
             f"{name} is on {t.device}: Triton kernels need a CUDA tensor, or TRITON_INTERPRET=1 "

@@ -94,18 +94,20 @@ def accept_bonus(
 
     out64 = torch.empty(bs * (block + 2), dtype=torch.int64, device=dev)
     out32 = torch.empty(2 * bs, dtype=torch.int32, device=dev)
-    if bs > 0:
-        lanes = triton.next_power_of_2(block)
-        _accept_bonus_kernel[(bs,)](
-            cand, target_top1, prefix_lens, out64, out32,
-            cand.stride(0), target_top1.stride(0), prefix_lens.stride(0), bs,
-            B=block, BLOCK=lanes, num_warps=_num_warps(lanes),
-        )
     tokens = bs * block
-    return AcceptResult(
+    # Views first, launch last: no host work is left behind the kernel.
+    result = AcceptResult(
         accept_lens=out32[:bs],
         commit_lens=out32[bs:],
         bonus=out64[tokens : tokens + bs],
         out_tokens=out64[:tokens].view(bs, block),
         new_seq_lens=out64[tokens + bs :],
     )
+    if bs > 0:
+        lanes = triton.next_power_of_2(block)
+        _accept_bonus_kernel[(bs,)](
+            cand, target_top1, prefix_lens, out64, out32,
+            cand.stride(0), target_top1.stride(0), prefix_lens.stride(0), bs,
+            block, BLOCK=lanes, num_warps=_num_warps(lanes),
+        )
+    return result

@@ -149,14 +149,15 @@ def norm_rope_write(
     commit_lens: torch.Tensor | None = None,
     block_size: int | None = None,
     block_rows: int | None = None,
-    num_warps: int = 4,
+    num_warps: int = 2,
 ) -> None:
     """Step 2 alone, from precomputed projections (the part that moves the bytes).
 
     Args:
         kv_all: (L, T, 2*nkv*D) projections, per layer the K heads then the V heads; last
             dim contiguous, any strides otherwise.
-        block_rows: rows (token, head) per program; default 2048 // next_pow2(D).
+        block_rows: rows (token, head) per program; default 512 // next_pow2(D) (4 for
+            D=128: the best of a sweep on the H200, see benchmarks/kernels/README.md).
         num_warps: warps per program.
         The others: as `kv_materialize`.
     """
@@ -179,7 +180,7 @@ def norm_rope_write(
     if rows == 0 or layers == 0:
         return
     block_d = triton.next_power_of_2(head_dim)
-    block_r = block_rows or max(1, 2048 // block_d)
+    block_r = block_rows or max(1, 512 // block_d)
     commit = commit_lens if commit_lens is not None else positions
     _kv_norm_rope_write_kernel[(triton.cdiv(rows, block_r), layers)](
         kv_all, k_norm_weight, cos_sin_cache, positions, cache_loc, commit, k_pool, v_pool,

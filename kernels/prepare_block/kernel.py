@@ -99,13 +99,14 @@ def prepare_block(
     check_runnable("req_to_token", table)
 
     out = torch.empty((3, bs, block), dtype=torch.int64, device=dev)
+    block_ids, positions, cache_loc = out  # views first, launch last
     if bs > 0:
         lanes = triton.next_power_of_2(block)
         _prepare_block_kernel[(bs,)](
             verified_id, prefix_lens, req_pool_indices, table, out,
             mask_token_id, table.shape[0], table.shape[1],
             verified_id.stride(0), prefix_lens.stride(0), req_pool_indices.stride(0),
-            table.stride(0), bs * block,
-            B=block, BLOCK=lanes, num_warps=_num_warps(lanes),
+            table.stride(0), bs * block, block,
+            BLOCK=lanes, num_warps=_num_warps(lanes),
         )
-    return out[0], out[1], out[2]
+    return block_ids, positions, cache_loc

@@ -73,7 +73,7 @@ I64 = dict(dtype=torch.int64)
 BAD = {
     "candidates float": ("candidates", dict(candidates=torch.zeros(3, 4))),
     "candidates rank 1": ("candidates", dict(candidates=torch.zeros(12, dtype=torch.int64))),
-    "candidates strided": ("candidates", dict(candidates=torch.zeros(3, 8, **I64)[:, ::2])),
+    "candidates strided": ("candidates", dict(candidates=torch.zeros(4, 3, **I64).t())),
     "candidates no columns": ("candidates", dict(candidates=torch.zeros(3, 0, dtype=torch.int64),
                                                  target_top1=torch.zeros(3, 0, dtype=torch.int64))),
     "target_top1 shape": ("target_top1", dict(target_top1=torch.zeros(3, 5, dtype=torch.int64))),
