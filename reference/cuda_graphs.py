@@ -1,6 +1,6 @@
 """CUDA graphs of the engine's fixed-shape calls (decode, draft, verify, injection).
 
-Each call is captured once per (name, owner, input shapes); the engine pads the batch to a
+Each call is captured once per (key, input shapes); the engine pads the batch to a
 size bucket so a few graphs cover every batch. Inputs are copied into the graph's static
 buffers and the outputs are the graph's static tensors, valid until the next replay of the
 same graph. All graphs share one memory pool. On the CPU, or when disabled, `run` simply
@@ -33,24 +33,28 @@ class GraphCache:
         self._graphs: dict = {}
         self._mempool = torch.cuda.graph_pool_handle() if self.enabled else None
 
-    def run(self, name: str, fn: Callable, *inputs: torch.Tensor):
-        """fn(*inputs) -> tensor, tuple of tensors, or None; replayed from a graph on CUDA."""
+    def run(self, key, fn: Callable, *inputs: torch.Tensor):
+        """fn(*inputs) -> tensor, tuple of tensors, or None; replayed from a graph on CUDA.
+
+        `key` (hashable) names the computation: a graph captured under it is replayed for any
+        later call with the same key and input shapes, so fn must then compute the same thing
+        (the cache keeps the first fn, and what it refers to, alive).
+        """
         if not self.enabled:
             return fn(*inputs)
-        owner = getattr(fn, "__self__", None)
-        key = (name, id(owner), tuple((t.shape, t.dtype) for t in inputs))
-        entry = self._graphs.get(key)
+        full_key = (key, tuple((t.shape, t.dtype) for t in inputs))
+        entry = self._graphs.get(full_key)
         if entry is None:
-            entry = self._graphs[key] = self._capture(name, fn, inputs, owner)
-        graph, static_in, static_out, _ = entry
+            entry = self._graphs[full_key] = self._capture(key, fn, inputs)
+        graph, static_in, static_out, first_fn = entry
         if graph is None:
-            return fn(*inputs)
+            return first_fn(*inputs)
         for dst, src in zip(static_in, inputs):
             dst.copy_(src)
         graph.replay()
         return static_out
 
-    def _capture(self, name: str, fn: Callable, inputs, owner):
+    def _capture(self, key, fn: Callable, inputs):
         static_in = [t.clone() for t in inputs]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -63,7 +67,7 @@ class GraphCache:
             with torch.cuda.graph(graph, pool=self._mempool):
                 static_out = fn(*static_in)
         except RuntimeError as err:
-            warnings.warn(f"CUDA graph capture of {name!r} failed, running it eagerly: {err}",
+            warnings.warn(f"CUDA graph capture of {key!r} failed, running it eagerly: {err}",
                           stacklevel=3)
-            return None, static_in, None, owner
-        return graph, static_in, static_out, owner
+            return None, static_in, None, fn
+        return graph, static_in, static_out, fn

@@ -101,9 +101,9 @@ class DFlashProposer(Proposer):
     def propose(self, rnd: Round) -> Proposal:
         kv_lens = rnd.prefix_lens + self.block_size
         args = (rnd.block_ids, rnd.positions, rnd.cache_loc, rnd.req_rows, kv_lens)
-        drafts = self.graphs.run("draft", self._draft, *args)
+        drafts = self.graphs.run(("draft", id(self)), self._draft, *args)
         return Proposal(torch.cat([rnd.verified_id[:, None], drafts], dim=1))
 
     def commit(self, rnd: Round, aux, commit_lens) -> None:
-        self.graphs.run("inject", self._inject, aux.flatten(0, 1), rnd.positions.reshape(-1),
-                        rnd.cache_loc.reshape(-1), commit_lens)
+        self.graphs.run(("inject", id(self)), self._inject, aux.flatten(0, 1),
+                        rnd.positions.reshape(-1), rnd.cache_loc.reshape(-1), commit_lens)

@@ -26,6 +26,7 @@ from reference.proposers import Proposer, Round
 from reference.verify import Sampling, sample, verify_greedy, verify_sampling
 
 MEM_FRACTION = 0.85  # of device memory, for weights plus KV pool (SGLang's mem_fraction_static)
+MIN_ROWS = 256  # request rows of a CUDA pool
 PHASES = ("draft", "verify", "accept", "inject")
 
 
@@ -65,6 +66,10 @@ def runtime(target: Target, draft: KVShape | None, max_requests: int,
     rt = target.runtime
     if rt is not None and rt.pool.can_hold(draft, max_requests, context_len):
         return rt
+    if target.device.type == "cuda":  # rows are cheap; rebuilding loses the CUDA graphs
+        max_requests = max(max_requests, MIN_ROWS)
+    if rt is not None:
+        rt.pool.close()
     target.runtime = rt = None
     shape = KVShape(target.config.num_layers, target.config.num_kv_heads, target.config.head_dim)
     if target.device.type == "cuda":
@@ -211,7 +216,7 @@ class _Engine:
         kv_lens = self.prefix_lens + self.block
         if self.proposer is None:
             clock.mark()
-            logits = self.rt.graphs.run("decode", self._decode_fn, block_ids, positions,
+            logits = self.rt.graphs.run(("decode",), self._decode_fn, block_ids, positions,
                                         cache_loc, self.req_rows, kv_lens)
             clock.mark()
             nxt = sample(logits, self.sampling, self.gen)
@@ -224,8 +229,9 @@ class _Engine:
                         cache_loc)
             proposal = self.proposer.propose(rnd)
             clock.mark()
-            logits, aux = self.rt.graphs.run("verify", self._verify_fn, proposal.candidates,
-                                             positions, cache_loc, self.req_rows, kv_lens)
+            logits, aux = self.rt.graphs.run(("verify", self.proposer.target_layer_ids),
+                                             self._verify_fn, proposal.candidates, positions,
+                                             cache_loc, self.req_rows, kv_lens)
             clock.mark()
             if self.sampling.greedy:
                 res = verify_greedy(proposal.candidates, logits, self.prefix_lens)

@@ -61,14 +61,16 @@ class KVPool:
     def from_budget(cls, mem_fraction: float, max_requests: int, context_len: int,
                     target: KVShape, draft: KVShape | None, dtype: torch.dtype,
                     device: torch.device | str) -> KVPool:
-        """Size the pool from mem_fraction * device memory minus what is allocated now."""
+        """Size the pool from mem_fraction * device memory minus what is allocated now,
+        capped at the max_requests * context_len slots the table can address."""
         device = torch.device(device)
         if device.type != "cuda":
             raise ValueError("from_budget needs a CUDA device; give num_slots on the CPU")
         total = torch.cuda.get_device_properties(device).total_memory
         budget = int(total * mem_fraction) - torch.cuda.memory_allocated(device)
         per_slot = target.bytes_per_slot(dtype) + (draft.bytes_per_slot(dtype) if draft else 0)
-        num_slots = budget // per_slot
+        # never more than the table can address
+        num_slots = min(budget // per_slot, max_requests * context_len + 1)
         if num_slots < 2:
             raise PoolFullError(f"mem_fraction={mem_fraction} leaves {budget / 2**30:.2f} GiB "
                                 f"for the KV pool, less than two slots of {per_slot} bytes")
@@ -79,7 +81,7 @@ class KVPool:
         return len(self._free_slots)
 
     def can_hold(self, draft: KVShape | None, max_requests: int, context_len: int) -> bool:
-        return (self.draft_shape == draft and self.req_to_token.shape[0] > max_requests
+        return (draft in (None, self.draft_shape) and self.req_to_token.shape[0] > max_requests
                 and self.context_len >= context_len)
 
     def admit(self, num_tokens: int) -> int:
@@ -121,6 +123,10 @@ class KVPool:
         self._free_slots.extend(reversed(slots))
         self.req_to_token[row, : len(slots)] = 0
         self._free_rows.append(row)
+
+    def close(self) -> None:
+        """Drop the pool tensors now (before a replacement pool is allocated)."""
+        self.k = self.v = self.draft_k = self.draft_v = None
 
     def check(self) -> None:
         """Assert that no slot is owned twice or both owned and free, and none is lost."""

@@ -18,15 +18,24 @@ from reference.config import ConfigError, DFlashConfig, ModelConfig
 from reference.dflash import DFlashProposer, Drafter
 from reference.model import LayerWeights, Target, rope_cache
 
+QWEN3_8B = dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
+                num_key_value_heads=8, head_dim=128, intermediate_size=12288, vocab_size=151936,
+                rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=40960,
+                tie_word_embeddings=False)
 PRESETS = {
-    "qwen3-8b": dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
-                     num_key_value_heads=8, head_dim=128, intermediate_size=12288,
-                     vocab_size=151936, rms_norm_eps=1e-6, rope_theta=1e6,
-                     max_position_embeddings=40960, tie_word_embeddings=False),
+    "qwen3-8b": QWEN3_8B,
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=16, intermediate_size=128, vocab_size=256,
                  rms_norm_eps=1e-6, rope_theta=1e4, max_position_embeddings=4096,
                  tie_word_embeddings=False),
+}
+DFLASH_PRESETS = {  # drafter config.json of random:<preset> drafters
+    "qwen3-8b": {**QWEN3_8B, "num_hidden_layers": 5, "block_size": 16, "num_target_layers": 36,
+                 "dflash_config": {"mask_token_id": 151669,
+                                   "target_layer_ids": [1, 9, 17, 25, 33]}},
+    "tiny": {**PRESETS["tiny"], "num_hidden_layers": 1, "block_size": 8,
+             "num_target_layers": 2, "dflash_config": {"mask_token_id": 255,
+                                                       "target_layer_ids": [0, 1]}},
 }
 
 
@@ -144,6 +153,40 @@ def load_dflash(path, target: Target, *, block_size: int | None = None) -> DFlas
     return DFlashProposer(drafter, target, block_size=cfg.block_size)
 
 
+def _random_layers(cfg: ModelConfig, prefix: str, rand, ones) -> dict[str, torch.Tensor]:
+    h, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
+    out = {}
+    for i in range(cfg.num_layers):
+        p = f"{prefix}layers.{i}."
+        out.update({
+            p + "self_attn.q_proj.weight": rand(cfg.num_heads * d, h),
+            p + "self_attn.k_proj.weight": rand(cfg.num_kv_heads * d, h),
+            p + "self_attn.v_proj.weight": rand(cfg.num_kv_heads * d, h),
+            p + "self_attn.o_proj.weight": rand(h, cfg.num_heads * d, std=0.002),
+            p + "self_attn.q_norm.weight": ones(d),
+            p + "self_attn.k_norm.weight": ones(d),
+            p + "mlp.gate_proj.weight": rand(inter, h),
+            p + "mlp.up_proj.weight": rand(inter, h),
+            p + "mlp.down_proj.weight": rand(h, inter, std=0.002),
+            p + "input_layernorm.weight": ones(h),
+            p + "post_attention_layernorm.weight": ones(h),
+        })
+    return out
+
+
+def _random(device, dtype, seed):
+    gen = torch.Generator(device=device or "cpu").manual_seed(seed)
+
+    def rand(*shape, std=0.02):
+        x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+        return (x * std).to(dtype)
+
+    def ones(n):
+        return torch.ones(n, device=device, dtype=dtype)
+
+    return rand, ones
+
+
 def random_state_dict(cfg: ModelConfig, *, device=None, dtype=torch.bfloat16,
                       seed: int = 0) -> dict[str, torch.Tensor]:
     """HF-named random Qwen3 weights (normal, std 0.02; norms 1).
@@ -151,34 +194,22 @@ def random_state_dict(cfg: ModelConfig, *, device=None, dtype=torch.bfloat16,
     A successor rule is planted so that greedy decoding has wide logit margins and stays
     the same under bf16 rounding and batch shapes (the oracle proposer needs the engine to
     reproduce its plain greedy run): the embedding has std 1, the residual writers (o_proj,
-    down_proj) std 0.002, and lm_head row v is embedding row v-1, so token t predicts t+1.
+    down_proj) std 0.002, and lm_head row v is 0.02 * embedding row v-1, so t predicts t+1.
     """
-    gen = torch.Generator(device=device or "cpu").manual_seed(seed)
-    h, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
+    rand, ones = _random(device, dtype, seed)
+    embed = rand(cfg.vocab_size, cfg.hidden_size, std=1.0)
+    return {"model.embed_tokens.weight": embed, "model.norm.weight": ones(cfg.hidden_size),
+            "lm_head.weight": embed.roll(1, dims=0) * 0.02,
+            **_random_layers(cfg, "model.", rand, ones)}
 
-    def rand(*shape, std=0.02):
-        return (torch.randn(shape, generator=gen, device=device, dtype=torch.float32) * std
-                ).to(dtype)
 
-    embed = rand(cfg.vocab_size, h, std=1.0)
-    out = {"model.embed_tokens.weight": embed, "model.norm.weight": torch.ones_like(embed[0]),
-           "lm_head.weight": embed.roll(1, dims=0) * 0.02}
-    for i in range(cfg.num_layers):
-        p = f"model.layers.{i}."
-        out.update({
-            p + "self_attn.q_proj.weight": rand(cfg.num_heads * d, h),
-            p + "self_attn.k_proj.weight": rand(cfg.num_kv_heads * d, h),
-            p + "self_attn.v_proj.weight": rand(cfg.num_kv_heads * d, h),
-            p + "self_attn.o_proj.weight": rand(h, cfg.num_heads * d, std=0.002),
-            p + "self_attn.q_norm.weight": torch.ones(d, device=device, dtype=dtype),
-            p + "self_attn.k_norm.weight": torch.ones(d, device=device, dtype=dtype),
-            p + "mlp.gate_proj.weight": rand(inter, h),
-            p + "mlp.up_proj.weight": rand(inter, h),
-            p + "mlp.down_proj.weight": rand(h, inter, std=0.002),
-            p + "input_layernorm.weight": torch.ones(h, device=device, dtype=dtype),
-            p + "post_attention_layernorm.weight": torch.ones(h, device=device, dtype=dtype),
-        })
-    return out
+def random_dflash_state_dict(cfg: DFlashConfig, *, device=None, dtype=torch.bfloat16,
+                             seed: int = 1) -> dict[str, torch.Tensor]:
+    """z-lab-named random drafter weights (normal, std 0.02; norms 1)."""
+    rand, ones = _random(device, dtype, seed)
+    h, k = cfg.model.hidden_size, len(cfg.target_layer_ids)
+    return {"fc.weight": rand(h, k * h), "hidden_norm.weight": ones(h), "norm.weight": ones(h),
+            **_random_layers(cfg.model, "", rand, ones)}
 
 
 def preset_config(name: str) -> ModelConfig:
@@ -186,3 +217,25 @@ def preset_config(name: str) -> ModelConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
     return ModelConfig.from_dict(PRESETS[name], f"preset {name}")
+
+
+def random_target(preset: str, *, device=None, dtype=torch.bfloat16, seed: int = 0,
+                  state: dict | None = None) -> Target:
+    """A `random:<preset>` target (weights from `random_state_dict` unless given)."""
+    cfg = preset_config(preset)
+    state = state if state is not None else random_state_dict(cfg, device=device, dtype=dtype,
+                                                               seed=seed)
+    return target_from_state_dict(cfg, state, device=device, dtype=dtype, where=preset)
+
+
+def random_dflash(preset: str, target: Target, *, block_size: int | None = None,
+                  seed: int = 1) -> DFlashProposer:
+    """A DFlash proposer with random weights of the `DFLASH_PRESETS[preset]` shapes."""
+    if preset not in DFLASH_PRESETS:
+        raise ValueError(f"unknown drafter preset {preset!r}; choose one of "
+                         f"{sorted(DFLASH_PRESETS)}")
+    cfg = DFlashConfig.from_dict(DFLASH_PRESETS[preset], target.config, block_size,
+                                 f"drafter preset {preset}")
+    state = random_dflash_state_dict(cfg, device=target.device, dtype=target.dtype, seed=seed)
+    return DFlashProposer(drafter_from_state_dict(cfg, state, target, preset), target,
+                          block_size=cfg.block_size)

@@ -80,7 +80,10 @@ def attention_mask(positions: torch.Tensor, kv_lens: torch.Tensor, width: int, g
         allowed = allowed & (w[None, None, :] <= positions[:, :, None])
     if window is not None:
         allowed = allowed & (positions[:, :, None] - w[None, None, :] < window)
-    return allowed[:, None, None].expand(bs, 1, group, t, width).reshape(bs, 1, group * t, width)
+    # A fresh tensor (not an expanded view), so compiled layers see one stride pattern.
+    out = torch.empty(bs, 1, group * t, width, dtype=torch.bool, device=positions.device)
+    out.view(bs, group, t, width).copy_(allowed[:, None])
+    return out
 
 
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_pool: torch.Tensor,
@@ -151,7 +154,8 @@ class Target:
     def enable_compile(self) -> None:
         """Fuse each layer's elementwise work with torch.compile (CUDA fast path)."""
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-        self.fast_layer = torch.compile(decoder_layer)
+        torch.fx.experimental._config.use_duck_shape = False  # batch and heads may coincide
+        self.fast_layer = torch.compile(decoder_layer, dynamic=True)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) final-normed hidden -> (..., V) logits in the model dtype."""

@@ -101,10 +101,19 @@ class OracleProposer(Proposer):
         block_size: B.
         survival: s_1..s_{B-1}, non-increasing in [0, 1]; None means never corrupt.
         seed: seeds the corruption.
+        shadow: a real proposer whose work (draft forward, KV injection) runs every round
+            and whose drafts are discarded: the cost of the method at oracle acceptance.
     """
 
     def __init__(self, streams: Sequence[Sequence[int]], block_size: int,
-                 survival: Sequence[float] | None = None, seed: int = 0):
+                 survival: Sequence[float] | None = None, seed: int = 0,
+                 shadow: Proposer | None = None):
+        if shadow is not None and shadow.block_size != block_size:
+            raise ValueError(f"shadow block_size {shadow.block_size} != {block_size}")
+        self.shadow = shadow
+        if shadow is not None:
+            self.mask_token_id = shadow.mask_token_id
+            self.target_layer_ids, self.draft_kv = shadow.target_layer_ids, shadow.draft_kv
         survival = [1.0] * (block_size - 1) if survival is None else list(survival)
         if len(survival) != block_size - 1:
             raise ValueError(f"survival has {len(survival)} entries, expected B-1 = "
@@ -120,6 +129,8 @@ class OracleProposer(Proposer):
 
     def bind(self, target: Target, pool: KVPool, graphs) -> None:
         super().bind(target, pool, graphs)
+        if self.shadow is not None:
+            self.shadow.bind(target, pool, graphs)
         device, rows = target.device, pool.req_to_token.shape[0]
         width = max([len(s) for s in self.streams] + [1])
         self._stream = torch.zeros(rows, width, dtype=torch.int64, device=device)
@@ -135,7 +146,17 @@ class OracleProposer(Proposer):
             self._stream[row, : len(stream)] = torch.tensor(stream, dtype=torch.int64)
             self._prompt_len[row] = plen
 
+    def prefill(self, input_ids, batch, aux) -> None:
+        if self.shadow is not None:
+            self.shadow.prefill(input_ids, batch, aux)
+
+    def commit(self, rnd: Round, aux, commit_lens) -> None:
+        if self.shadow is not None:
+            self.shadow.commit(rnd, aux, commit_lens)
+
     def propose(self, rnd: Round) -> Proposal:
+        if self.shadow is not None:
+            self.shadow.propose(rnd)
         bs, vocab = rnd.positions.shape[0], self.target.config.vocab_size
         # Generated-token index of block position j: positions - prompt_len.
         index = rnd.positions[:, 1:] - self._prompt_len[rnd.req_rows][:, None]

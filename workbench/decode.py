@@ -1,0 +1,90 @@
+"""`python -m workbench decode`: decode prompts with the reference engine, AR or speculative.
+
+    python -m workbench decode random:tiny --drafter oracle --tau 3 --batch-size 4
+    python -m workbench decode path/to/Qwen3 --drafter path/to/DFlash --prompts p.jsonl
+
+The target is an HF directory or `random:<preset>` (reference.loaders.PRESETS); the drafter
+a z-lab DFlash directory, `random` (random weights of the preset's drafter shapes), `oracle`
+(the target's own greedy continuation corrupted to mean commit length --tau), or omitted for
+plain autoregressive decoding. Prompts come from a JSON-lines file of token-id lists, or are
+random. Prints tokens/s, tau, the commit-length histogram and the per-round time split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _args(argv):
+    p = argparse.ArgumentParser(prog="python -m workbench decode", description=__doc__)
+    p.add_argument("target", help="HF Qwen3 directory or random:<preset>")
+    p.add_argument("--drafter", default=None, help="DFlash directory, 'random' or 'oracle'")
+    p.add_argument("--prompts", default=None, help="JSON lines, one list of token ids each")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--prompt-len", type=int, default=64, help="random prompts' length")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--block-size", type=int, default=None, help="B (default: the drafter's)")
+    p.add_argument("--tau", type=float, default=6.5, help="oracle's mean commit length")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
+    p.add_argument("--compile", action="store_true", help="torch.compile the layers (CUDA)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from reference.generate import generate
+    from reference.loaders import load_dflash, load_target, random_dflash, random_target
+    from reference.proposers import OracleProposer, geometric_survival
+
+    args = _args(argv)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    preset = args.target.removeprefix("random:")
+    if args.target.startswith("random:"):
+        target = random_target(preset, device=device, dtype=dtype)
+    else:
+        target = load_target(args.target, device=device, dtype=dtype)
+    if args.compile:
+        target.enable_compile()
+    if args.prompts:
+        with open(args.prompts) as f:
+            prompts = [json.loads(line) for line in f if line.strip()][: args.batch_size]
+    else:
+        gen = torch.Generator().manual_seed(0)
+        shape = (args.batch_size, args.prompt_len)
+        prompts = torch.randint(0, target.config.vocab_size, shape, generator=gen).tolist()
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    proposer = None
+    if args.drafter == "oracle":
+        block = args.block_size or 16
+        streams = generate(target, prompts, max_new_tokens=args.max_new_tokens).tokens
+        proposer = OracleProposer(streams, block, geometric_survival(args.tau, block))
+    elif args.drafter == "random":
+        proposer = random_dflash(preset, target, block_size=args.block_size)
+    elif args.drafter:
+        proposer = load_dflash(args.drafter, target, block_size=args.block_size)
+    generate(target, prompts, proposer=proposer, max_new_tokens=min(8, args.max_new_tokens),
+             **sampling)  # warm-up: CUDA graphs, compilation
+    out = generate(target, prompts, proposer=proposer, max_new_tokens=args.max_new_tokens,
+                   **sampling)
+    _report(out.stats, proposer is not None)
+    return 0
+
+
+def _report(s: dict, speculative: bool) -> None:
+    rounds = max(s["rounds"], 1)
+    print(f"decode: {s['tokens_per_s']:.1f} tok/s, {s['new_tokens']} new tokens, "
+          f"{s['rounds']} rounds, prefill {s['prefill_s'] * 1e3:.1f} ms")
+    if speculative:
+        print(f"tau (mean commit length): {s['tau']:.3f}")
+        total = sum(s["commit_hist"].values())
+        for n, count in s["commit_hist"].items():
+            print(f"  commit {n:>3}: {count:>6} {'#' * round(50 * count / total)}")
+    split = {k: s[f"{k}_s"] * 1e3 / rounds for k in ("draft", "verify", "accept", "inject",
+                                                     "host")}
+    print("per round (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in split.items()))
