@@ -2,7 +2,7 @@
 
 Two steps (shared/research/sglang-dflash.md sections 2.1 and 4.3):
 
-1. one GEMM for all layers: kv = ctx_hidden @ w_kv.view(L*O, H)^T, (T, L*O) with
+1. one GEMM for all layers: kv = ctx_hidden @ w_kv.view(L*O, H)^T, (T, L*O) fp32 with
    O = 2*nkv*D, read as kv_all (L, T, O) through strides (no copy);
 2. one Triton launch over (row blocks, layers), a row being one (token, kv head):
 
