@@ -104,7 +104,7 @@ class Cluster:
             reps = self.replicas
             self.samples.append((
                 env.now, self.n_arrived - self.n_finished,
-                sum(r.slots.kv_used for r in reps), sum(r.slots.n_active for r in reps),
+                sum(r.kv_used_at(env.now) for r in reps), sum(r.slots.n_active for r in reps),
                 sum(len(r.waiting) for r in reps),
             ))
 

@@ -68,31 +68,50 @@ class RooflineCostModel:
         d = self.draft
         kv_proj = d.layers * d.hidden * 2 * d.kv_heads * d.head_dim if d else 0
         self.materialize_params = fusion_params(cfg) + kv_proj
+        self._last: tuple = (None, None, None)
+        self._target_coef = self._coefficients(self.target)
+        self._draft_coef = self._coefficients(d) if d else None
         self.host = (e.host_plan_s, e.host_plan_per_req_s, e.host_process_s,
                      e.host_process_per_req_s)
 
-    def _stack_s(self, st: Stack, q: np.ndarray, kv: np.ndarray, causal: bool):
-        tokens = float(q.sum())
-        qkv = kv @ q  # sum over requests of q * kv, shape kv.shape[:-1]
-        self_pairs = float(q @ (q + 1)) / 2.0 if causal else float(q @ q)
-        lin_flops = 2.0 * st.params * tokens
-        act_bytes = tokens * st.layers * (6 * st.hidden + 3 * st.intermediate) * st.dtype_bytes
-        t_lin = max(lin_flops / self.flops, (st.weight_bytes + act_bytes) / self.bw)
-        attn_flops = 4.0 * st.layers * st.heads * st.head_dim * (qkv + self_pairs)
-        kv_bytes = st.kv_bytes_per_token * (kv.sum(axis=-1) + tokens)
+    def _aggregates(self, q: np.ndarray, kv: np.ndarray) -> tuple:
+        """(tokens, sum q*kv, sum kv, sum q(q+1)/2, sum q^2) of a batch; the last batch's are
+        reused when the same arrays come again (the draft and target of one round)."""
+        if q is self._last[0] and kv is self._last[1]:
+            return self._last[2]
+        qf = q.astype(np.float64)
+        agg = (float(qf.sum()), kv @ qf, kv.sum(axis=-1), float(qf @ (qf + 1.0)) / 2.0,
+               float(qf @ qf))
+        self._last = (q, kv, agg)
+        return agg
+
+    def _coefficients(self, st: Stack) -> tuple[float, ...]:
+        """Seconds per unit: weights read, per token (matmul, activations), per attention
+        pair (q_i, k_j), per KV token read or written."""
+        act = st.layers * (6 * st.hidden + 3 * st.intermediate) * st.dtype_bytes
+        return (st.weight_bytes / self.bw, 2.0 * st.params / self.flops, act / self.bw,
+                4.0 * st.layers * st.heads * st.head_dim / self.attn_flops,
+                st.kv_bytes_per_token / self.bw)
+
+    def _stack_s(self, coef: tuple[float, ...], q: np.ndarray, kv: np.ndarray, causal: bool):
+        w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s = coef
+        tokens, qkv, kv_sum, pairs_causal, pairs_full = self._aggregates(q, kv)
+        t_lin = max(tokens * tok_flop_s, w_s + tokens * tok_act_s)
+        pairs = qkv + (pairs_causal if causal else pairs_full)
+        kv_tokens = kv_sum + tokens
         if kv.ndim == 1:
-            t_attn = max(float(attn_flops) / self.attn_flops, float(kv_bytes) / self.bw)
+            t_attn = max(float(pairs) * pair_s, float(kv_tokens) * kv_tok_s)
         else:
-            t_attn = np.maximum(attn_flops / self.attn_flops, kv_bytes / self.bw)
+            t_attn = np.maximum(pairs * pair_s, kv_tokens * kv_tok_s)
         return t_lin + t_attn + self.launch
 
     def target_forward_s(self, q_lens, kv_lens):
-        return self._stack_s(self.target, q_lens, kv_lens, causal=True)
+        return self._stack_s(self._target_coef, q_lens, kv_lens, causal=True)
 
     def draft_forward_s(self, q_lens, kv_lens, causal=True):
         if self.draft is None:
             return np.zeros(np.shape(kv_lens)[:-1]) if np.ndim(kv_lens) > 1 else 0.0
-        return self._stack_s(self.draft, q_lens, kv_lens, causal)
+        return self._stack_s(self._draft_coef, q_lens, kv_lens, causal)
 
     def lm_head_s(self, n_rows):
         n = float(n_rows)

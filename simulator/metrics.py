@@ -4,7 +4,9 @@ Definitions: TTFT = first token - arrival; E2E = finish - arrival; TPOT = (finis
 token) / (output tokens - 1); ITL = gaps between successive token-emitting rounds of a
 request (with speculation a round emits several tokens at once), weighted per gap; goodput =
 finished requests meeting both the TTFT and TPOT SLOs. tau = mean commit length over request
-rounds (bonus included); rejected per committed = (verified - committed) / committed tokens.
+rounds (bonus included; what an engine's log reports); tau_per_request = mean over requests of
+their own mean (the papers' benchmark definition, which the presets match); rejected per
+committed = (verified - committed) / committed tokens.
 Throughput is over [first arrival, last finish]. Little's law compares the sampled mean number
 in the system with arrival rate times mean E2E (only when every request finished).
 """
@@ -58,6 +60,11 @@ def _request_records(req, reps) -> dict[str, np.ndarray]:
         "tpot_s": tpot, "e2e_s": e2e, "decode_rounds": req.decode_rounds, "tau": tau,
         "preemptions": req.preemptions,
     }
+
+
+def _nanmean(x: np.ndarray) -> float | None:
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else None
 
 
 def _littles_law(req, finished, samples: np.ndarray, t0: float, t1: float) -> dict:
@@ -118,6 +125,7 @@ def summarize(cluster, wall_s: float) -> SimResult:
                     "requests_s": float(ok.sum() / span)},
         "speculation": {
             "tau": float((hist * np.arange(len(hist))).sum() / max(req_rounds, 1)),
+            "tau_per_request": _nanmean(rec["tau"]),
             "commit_hist": hist.tolist(),
             "rejected_per_committed": (verified - committed) / max(committed, 1),
             "verified_tokens": int(verified), "committed_tokens": int(committed),

@@ -24,7 +24,7 @@ class ConfigError(ValueError):
     """A configuration value is out of range, of the wrong kind, or inconsistent."""
 
 
-def _f(default: Any, lo: float | None = None, hi: float | None = None,
+def param(default: Any, lo: float | None = None, hi: float | None = None,
        choices: tuple | None = None, doc: str = "") -> Any:
     """A dataclass field with its allowed range (inclusive) or choices."""
     meta = {"lo": lo, "hi": hi, "choices": choices, "doc": doc}
@@ -37,106 +37,106 @@ def _f(default: Any, lo: float | None = None, hi: float | None = None,
 class ModelParams:
     """A decoder-only target model (Qwen3/Llama shapes): what sets FLOPs, bytes and KV size."""
 
-    name: str = _f("qwen3-8b")
-    hidden_size: int = _f(4096, 1, BIG)
-    num_layers: int = _f(36, 1, 4096)
-    num_heads: int = _f(32, 1, 4096)
-    num_kv_heads: int = _f(8, 1, 4096)
-    head_dim: int = _f(128, 1, 4096)
-    intermediate_size: int = _f(12288, 1, BIG)
-    vocab_size: int = _f(151936, 2, BIG)
-    tie_embeddings: bool = _f(False)
-    dtype_bytes: int = _f(2, choices=(1, 2, 4))
+    name: str = param("qwen3-8b")
+    hidden_size: int = param(4096, 1, BIG)
+    num_layers: int = param(36, 1, 4096)
+    num_heads: int = param(32, 1, 4096)
+    num_kv_heads: int = param(8, 1, 4096)
+    head_dim: int = param(128, 1, 4096)
+    intermediate_size: int = param(12288, 1, BIG)
+    vocab_size: int = param(151936, 2, BIG)
+    tie_embeddings: bool = param(False)
+    dtype_bytes: int = param(2, choices=(1, 2, 4))
 
 
 @dataclass
 class HardwareParams:
     """One accelerator: memory, bandwidth, matmul peak, and how much of them is reachable."""
 
-    name: str = _f("h200")
-    source: str = _f("measured", choices=("measured", "datasheet"))
-    memory_gb: float = _f(141.0, 1e-3, 1e5)
-    hbm_tbps: float = _f(4.30, 1e-3, 1e3)
-    matmul_tflops: float = _f(790.0, 1e-3, 1e6)
-    matmul_efficiency: float = _f(1.0, 1e-3, 1.0)
-    bandwidth_efficiency: float = _f(1.0, 1e-3, 1.0)
-    attention_efficiency: float = _f(0.6, 1e-3, 1.0)
-    launch_overhead_s: float = _f(30e-6, 0.0, 1.0, doc="per forward (CUDA-graph replay)")
-    d2h_copy_s: float = _f(20e-6, 0.0, 1.0, doc="result copy to the host per round")
+    name: str = param("h200")
+    source: str = param("measured", choices=("measured", "datasheet"))
+    memory_gb: float = param(141.0, 1e-3, 1e5)
+    hbm_tbps: float = param(4.30, 1e-3, 1e3)
+    matmul_tflops: float = param(790.0, 1e-3, 1e6)
+    matmul_efficiency: float = param(1.0, 1e-3, 1.0)
+    bandwidth_efficiency: float = param(1.0, 1e-3, 1.0)
+    attention_efficiency: float = param(0.6, 1e-3, 1.0)
+    launch_overhead_s: float = param(30e-6, 0.0, 1.0, doc="per forward (CUDA-graph replay)")
+    d2h_copy_s: float = param(20e-6, 0.0, 1.0, doc="result copy to the host per round")
 
 
 @dataclass
 class SpecParams:
     """Speculative method, block size, drafter shape and acceptance model."""
 
-    method: str = _f("dflash", choices=("none", "ar_chain", "dflash"))
-    block_size: int = _f(16, 1, 256, doc="B: tokens verified per request per round")
-    draft_layers: int = _f(5, 0, 1024, doc="drafter layers, each of the target's shape")
-    target_features: int = _f(5, 1, 1024, doc="DFlash: captured target layers fed to fc")
-    acceptance: str = _f("preset", choices=("preset", "constant", "replay", "mean"))
-    tau: float | None = _f(None, 1.0, 1024.0, doc="override of the published tau")
-    trained_block_size: int | None = _f(None, 1, 256)
-    alpha: float = _f(0.8, 0.0, 1.0, doc="constant per-position acceptance")
-    decay_logit: float = _f(0.1, 0.0, 10.0, doc="preset curve: logit drop per position")
-    difficulty_sigma: float = _f(0.5, 0.0, 10.0, doc="per-request logit shift std")
-    temperature: float = _f(0.0, choices=(0.0, 1.0))
-    replay_path: str | None = _f(None)
+    method: str = param("dflash", choices=("none", "ar_chain", "dflash"))
+    block_size: int = param(16, 1, 256, doc="B: tokens verified per request per round")
+    draft_layers: int = param(5, 0, 1024, doc="drafter layers, each of the target's shape")
+    target_features: int = param(5, 1, 1024, doc="DFlash: captured target layers fed to fc")
+    acceptance: str = param("preset", choices=("preset", "constant", "replay", "mean"))
+    tau: float | None = param(None, 1.0, 1024.0, doc="override of the published tau")
+    trained_block_size: int | None = param(None, 1, 256)
+    alpha: float = param(0.8, 0.0, 1.0, doc="constant per-position acceptance")
+    decay_logit: float = param(0.1, 0.0, 10.0, doc="preset curve: logit drop per position")
+    difficulty_sigma: float = param(0.5, 0.0, 10.0, doc="per-request logit shift std")
+    temperature: float = param(0.0, choices=(0.0, 1.0))
+    replay_path: str | None = param(None)
 
 
 @dataclass
 class EngineParams:
     """Serving engine: overlap mode, memory, batching limits and host-side overheads."""
 
-    mode: str = _f("overlap", choices=("sync", "overlap"))
-    kv_reserve_blocks: int = _f(2, 1, 64, doc="KV reserved to committed + this * B")
-    mem_fraction_static: float = _f(0.85, 1e-3, 1.0)
-    max_running_requests: int = _f(64, 1, 1 << 20)
-    chunked_prefill_size: int = _f(8192, 1, BIG)
-    new_token_ratio: float = _f(0.4, 0.0, 1.0, doc="admission: expected share of max_new")
-    host_plan_s: float = _f(300e-6, 0.0, 10.0)
-    host_plan_per_req_s: float = _f(15e-6, 0.0, 10.0)
-    host_process_s: float = _f(200e-6, 0.0, 10.0)
-    host_process_per_req_s: float = _f(10e-6, 0.0, 10.0)
-    cost_model: str = _f("roofline", choices=("roofline",))
-    max_stretch_rounds: int = _f(256, 1, 1 << 16, doc="decode rounds per event, at most")
+    mode: str = param("overlap", choices=("sync", "overlap"))
+    kv_reserve_blocks: int = param(2, 1, 64, doc="KV reserved to committed + this * B")
+    mem_fraction_static: float = param(0.85, 1e-3, 1.0)
+    max_running_requests: int = param(64, 1, 1 << 20)
+    chunked_prefill_size: int = param(8192, 1, BIG)
+    new_token_ratio: float = param(0.4, 0.0, 1.0, doc="admission: expected share of max_new")
+    host_plan_s: float = param(300e-6, 0.0, 10.0)
+    host_plan_per_req_s: float = param(15e-6, 0.0, 10.0)
+    host_process_s: float = param(200e-6, 0.0, 10.0)
+    host_process_per_req_s: float = param(10e-6, 0.0, 10.0)
+    cost_model: str = param("roofline", choices=("roofline",))
+    max_stretch_rounds: int = param(256, 1, 1 << 16, doc="decode rounds per event, at most")
 
 
 @dataclass
 class WorkloadParams:
     """Requests: dataset preset (lengths, acceptance), arrival process and count."""
 
-    dataset: str = _f("humaneval", choices=("gsm8k", "humaneval", "math500", "mtbench"))
-    arrival: str = _f("closed_loop", choices=("closed_loop", "poisson", "gamma", "trace"))
-    concurrency: int = _f(8, 1, 1 << 24)
-    rate_rps: float = _f(10.0, 1e-9, 1e9)
-    gamma_cv: float = _f(2.0, 1e-3, 1e3)
-    num_requests: int = _f(256, 1, 1 << 31)
-    duration_s: float | None = _f(None, 1e-9, 1e9, doc="open loop: arrivals up to this time")
-    think_time_s: float = _f(0.0, 0.0, 1e9)
-    prompt_tokens_mean: float = _f(180.0, 1.0, 1e7)
-    prompt_tokens_cv: float = _f(0.4, 0.0, 100.0)
-    output_tokens_mean: float = _f(360.0, 1.0, 1e7)
-    output_tokens_cv: float = _f(0.5, 0.0, 100.0)
-    output_dist: str = _f("lognormal", choices=("lognormal", "exponential"))
-    max_new_tokens: int = _f(2048, 1, BIG)
-    trace_path: str | None = _f(None)
+    dataset: str = param("humaneval", choices=("gsm8k", "humaneval", "math500", "mtbench"))
+    arrival: str = param("closed_loop", choices=("closed_loop", "poisson", "gamma", "trace"))
+    concurrency: int = param(8, 1, 1 << 24)
+    rate_rps: float = param(10.0, 1e-9, 1e9)
+    gamma_cv: float = param(2.0, 1e-3, 1e3)
+    num_requests: int = param(256, 1, 1 << 31)
+    duration_s: float | None = param(None, 1e-9, 1e9, doc="open loop: arrivals up to this time")
+    think_time_s: float = param(0.0, 0.0, 1e9)
+    prompt_tokens_mean: float = param(180.0, 1.0, 1e7)
+    prompt_tokens_cv: float = param(0.4, 0.0, 100.0)
+    output_tokens_mean: float = param(360.0, 1.0, 1e7)
+    output_tokens_cv: float = param(0.5, 0.0, 100.0)
+    output_dist: str = param("lognormal", choices=("lognormal", "exponential"))
+    max_new_tokens: int = param(2048, 1, BIG)
+    trace_path: str | None = param(None)
 
 
 @dataclass
 class ClusterParams:
     """Replicas behind a router."""
 
-    replicas: int = _f(1, 1, 1 << 16)
-    router: str = _f("round_robin", choices=("round_robin", "least_outstanding"))
+    replicas: int = param(1, 1, 1 << 16)
+    router: str = param("round_robin", choices=("round_robin", "least_outstanding"))
 
 
 @dataclass
 class MetricsParams:
     """Sampling of the time series, and the SLOs of goodput."""
 
-    sample_period_s: float = _f(0.05, 1e-9, 1e9)
-    slo_ttft_s: float = _f(2.0, 0.0, 1e9)
-    slo_tpot_s: float = _f(0.05, 0.0, 1e9)
+    sample_period_s: float = param(0.05, 1e-9, 1e9)
+    slo_ttft_s: float = param(2.0, 0.0, 1e9)
+    slo_tpot_s: float = param(0.05, 0.0, 1e9)
 
 
 @dataclass
@@ -150,8 +150,8 @@ class SimConfig:
     workload: WorkloadParams = field(default_factory=WorkloadParams)
     cluster: ClusterParams = field(default_factory=ClusterParams)
     metrics: MetricsParams = field(default_factory=MetricsParams)
-    seed: int = _f(0, 0, (1 << 63) - 1)
-    max_time_s: float | None = _f(None, 1e-9, 1e12, doc="stop here; the rest is in flight")
+    seed: int = param(0, 0, (1 << 63) - 1)
+    max_time_s: float | None = param(None, 1e-9, 1e12, doc="stop here; the rest is in flight")
 
     @classmethod
     def coerce(cls, cfg: Any) -> SimConfig:
@@ -202,6 +202,10 @@ def validate(cfg: Any, path: str = "") -> None:
 def _check_field(key: str, value: Any, meta: Mapping) -> None:
     lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
     if value is None:
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_field(f"{key}[{i}]", v, meta)
         return
     if choices is not None and value not in choices:
         raise ConfigError(f"{key} = {value!r} is not one of {list(choices)}")

@@ -69,7 +69,18 @@ class Replica(RoundsMixin):
         self.init_stats(method.block_size)
         self._wake: simpy.Event | None = None
         self._interruptible = False
+        self._inflight: Iteration | None = None
         self.process = env.process(self.serve_loop())
+
+    def kv_used_at(self, t: float) -> int:
+        """KV slots in use at time t, counting the rounds of the stretch in flight."""
+        used = self.slots.kv_used
+        it = self._inflight
+        if it is None or it.kind != "decode":
+            return used
+        c = it.commits
+        k = min(max(int(np.searchsorted(it.H, t, side="right")) - 1, 0), c.length - 1)
+        return used + int((np.maximum(c.res0, c.host_view(k) + c.reserve) - c.res0).sum())
 
     @property
     def outstanding(self) -> int:
@@ -97,12 +108,14 @@ class Replica(RoundsMixin):
                 yield self._wake
                 continue
             self._interruptible = it.kind == "decode"
+            self._inflight = it
             try:
                 yield env.timeout(it.wake - now)
             except simpy.Interrupt:
                 it.truncate(env.now)
                 yield env.timeout(it.wake - env.now)
             self._interruptible = False
+            self._inflight = None
             self.commit(it)
 
     def _timeline(self, now: float, gpu_s: np.ndarray, n: int):

@@ -1,0 +1,85 @@
+"""Hydra structured configs of the workbench: the schemas of every config group.
+
+The simulator's parameter dataclasses (`simulator.params`) are the schemas of the groups
+`model/`, `hardware/`, `spec/`, `engine/`, `workload/`; this module adds the app-level
+sections (`sweep`, `output`) and registers everything in Hydra's ConfigStore as
+`base_config` and `<group>/base_<group>`, which every YAML option lists first, so an unknown
+key or a wrongly typed value fails at compose time. `load(cfg)` then checks every value
+against its range or choices and fails, before anything runs, with a message that names the
+key and the allowed range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from simulator.params import (
+    ConfigError,
+    EngineParams,
+    HardwareParams,
+    ModelParams,
+    SimConfig,
+    SpecParams,
+    WorkloadParams,
+    param,
+    validate,
+)
+
+GROUPS = {
+    "model": ModelParams,
+    "hardware": HardwareParams,
+    "spec": SpecParams,
+    "engine": EngineParams,
+    "workload": WorkloadParams,
+}
+
+
+@dataclass
+class SweepParams:
+    """Points simulated inside one job (a Hydra --multirun sweeps across jobs instead)."""
+
+    concurrency: list[int] | None = param([1, 2, 4, 8, 16, 32, 64], 1, 1 << 24,
+                                       doc="closed-loop workloads: one run per value")
+    rate_rps: list[float] | None = param(None, 1e-9, 1e9, doc="open-loop: one run per value")
+    baseline: bool = param(True, doc="also run spec.method=none at every point")
+    min_requests_per_client: int = param(8, 0, 1 << 20, doc="closed loop: requests >= this * c")
+
+
+@dataclass
+class OutputParams:
+    """What the simulate command writes and prints."""
+
+    plots: bool = param(True)
+    requests_csv: bool = param(True)
+    progress: bool = param(True)
+
+
+@dataclass
+class SimulateConfig(SimConfig):
+    """The `python -m workbench simulate` app: a simulation config plus sweep and output."""
+
+    sweep: SweepParams = field(default_factory=SweepParams)
+    output: OutputParams = field(default_factory=OutputParams)
+
+
+def register_configs() -> None:
+    """Register the schemas in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=SimulateConfig)
+    for group, schema in GROUPS.items():
+        cs.store(group=group, name=f"base_{group}", node=schema)
+
+
+def load(cfg: DictConfig) -> SimulateConfig:
+    """The composed config as a validated `SimulateConfig` (ConfigError names the key)."""
+    obj = OmegaConf.to_object(cfg)
+    if not isinstance(obj, SimulateConfig):
+        raise ConfigError("the config was not composed from base_config")
+    validate(obj)
+    if obj.sweep.concurrency is not None and not obj.sweep.concurrency:
+        raise ConfigError("sweep.concurrency must be null or a non-empty list")
+    return obj
+

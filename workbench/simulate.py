@@ -1,0 +1,151 @@
+"""`python -m workbench simulate [overrides]`: the serving simulator's command (a Hydra app).
+
+With no overrides it runs the main job: Qwen3-8B on one H200, DFlash B = 16 against no
+speculation, HumanEval, closed loop at concurrency 1, 2, 4, ..., 64; it prints a table and
+writes, under the Hydra run folder (outputs/simulate/<date>/<time>/): summary.json (every
+run's summary, stamped with the git SHA), requests.csv (one row per request), the PNG plots
+and config_resolved.yaml (.hydra/ holds Hydra's own copies).
+
+Examples:
+    python -m workbench simulate spec=ar_chain engine=sync
+    python -m workbench simulate workload=poisson 'sweep.rate_rps=[5,10,20]'
+    python -m workbench simulate experiment=cluster_hour
+    python -m workbench simulate --multirun hydra/launcher=joblib spec.block_size=4,8,16
+
+A multirun runs one job per combination (in parallel with the joblib launcher; on a cluster
+with hydra-submitit-launcher or hydra-ray-launcher, see conf/README.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+import simulator
+from simulator.params import SimConfig, SpecParams
+from workbench.config import SimulateConfig, load, register_configs
+from workbench.results import write_json, write_requests_csv
+
+
+def label_of(spec: SpecParams) -> str:
+    return spec.method if spec.method == "none" else f"{spec.method} B={spec.block_size}"
+
+
+def plan_runs(app: SimulateConfig) -> tuple[str, list[tuple[str, float | None, SimConfig]]]:
+    """The (label, point, config) of every simulation of the job, and the point's name."""
+    base = SimConfig(**{f.name: copy.deepcopy(getattr(app, f.name))
+                        for f in dataclasses.fields(SimConfig)})
+    specs = [base.spec]
+    if app.sweep.baseline and base.spec.method != "none":
+        specs.append(SpecParams(method="none", block_size=1, draft_layers=0))
+    closed = base.workload.arrival == "closed_loop"
+    values = app.sweep.concurrency if closed else app.sweep.rate_rps
+    name = "concurrency" if closed else "rate_rps"
+    points = list(values) if values else [None]
+    runs = []
+    for spec in specs:
+        for point in points:
+            cfg = dataclasses.replace(base, spec=spec, workload=copy.deepcopy(base.workload))
+            if point is not None and closed:
+                cfg.workload.concurrency = int(point)
+                cfg.workload.num_requests = max(cfg.workload.num_requests,
+                                                app.sweep.min_requests_per_client * int(point))
+            elif point is not None:
+                cfg.workload.rate_rps = float(point)
+            runs.append((label_of(spec), point, cfg))
+    return name, runs
+
+
+def run_all(runs, progress: bool) -> list[tuple[str, float | None, simulator.SimResult]]:
+    """Simulate every planned run, with a rich progress bar."""
+    out = []
+    with Progress(transient=True, disable=not progress) as bar:
+        task = bar.add_task("simulating", total=len(runs))
+        for label, point, cfg in runs:
+            bar.update(task, description=f"{label} @ {point}")
+            out.append((label, point, simulator.run(cfg)))
+            bar.advance(task)
+    return out
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{1e3 * x:.1f}"
+
+
+def table(results, point_name: str) -> Table:
+    """The terminal summary: one row per run, speedup against the baseline at that point;
+    tau is the mean over requests (the papers' definition)."""
+    base = {p: r for label, p, r in results if label == "none"}
+    t = Table(title="simulated serving (analytic roofline costs)")
+    for col in ("c" if point_name == "concurrency" else "req/s", "method", "tok/s",
+                "vs none", "tau", "TTFT50 ms", "TPOT50 ms", "ITL99 ms", "E2E99 s", "goodput",
+                "GPU", "preempt"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for label, point, r in results:
+        s = r.summary
+        tok = s["throughput"]["output_tok_s"]
+        ref = base.get(point)
+        speed = f"{tok / ref.summary['throughput']['output_tok_s']:.2f}x" if ref else "-"
+        e2e = s["e2e_s"]["p99"]
+        t.add_row("-" if point is None else f"{point:g}", label, f"{tok:,.0f}", speed,
+                  f"{s['speculation']['tau_per_request'] or 1:.2f}", _ms(s["ttft_s"]["p50"]),
+                  _ms(s["tpot_s"]["p50"]), _ms(s["itl_s"]["p99"]),
+                  "-" if e2e is None else f"{e2e:.2f}",
+                  f"{100 * s['goodput']['fraction']:.0f}%",
+                  f"{100 * s['engine']['gpu_busy_frac']:.0f}%", str(s["preemptions"]))
+    return t
+
+
+def write_outputs(app: SimulateConfig, cfg: DictConfig, results, point_name: str,
+                  out: Path) -> list[Path]:
+    """summary.json, requests.csv, config_resolved.yaml and the plots, under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
+    runs = [{"label": label, point_name: point, **r.summary} for label, point, r in results]
+    paths = [write_json(out / "summary.json", {"config": resolved, "runs": runs})]
+    if app.output.requests_csv:
+        rows = [({"label": label, point_name: point}, r.requests) for label, point, r in results]
+        paths.append(write_requests_csv(out / "requests.csv", rows))
+    if app.output.plots:
+        from workbench.plots import plot_runs
+
+        paths += plot_runs(results, out, point_name)
+    return paths
+
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+@hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
+def _app(cfg: DictConfig) -> None:
+    app = load(cfg)
+    point_name, runs = plan_runs(app)
+    results = run_all(runs, app.output.progress)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 120))
+    console.print(table(results, point_name))
+    kv = results[0][2].summary["kv"]
+    console.print(f"KV pool: {kv['capacity_tokens']:,} tokens per replica "
+                  f"({kv['usable_gb']:.1f} GB usable, weights {kv['target_weights_gb']:.1f} + "
+                  f"{kv['draft_weights_gb']:.1f} GB); max running by KV: "
+                  f"{kv['max_running_by_kv']}")
+    out = Path(HydraConfig.get().runtime.output_dir)
+    write_outputs(app, cfg, results, point_name, out)
+    console.print(f"results: {out}")
+
+
+def main() -> int:
+    """Entry point used by `python -m workbench simulate` (sys.argv holds the overrides)."""
+    register_configs()
+    _app()
+    return 0
