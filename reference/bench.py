@@ -101,6 +101,7 @@ def main(argv=None) -> dict:
     p.add_argument("--tau", type=float, default=6.5)
     p.add_argument("--hf-new-tokens", type=int, default=32, help="0 skips transformers")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside the graphs")
+    p.add_argument("--profile", action="store_true", help="top kernels of bs-1 AR decode")
     p.add_argument("--device", default="cuda", help="cpu: a quick smoke run of the script")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
@@ -133,10 +134,24 @@ def main(argv=None) -> dict:
         head = result["rows"][0]["ar_tokens_head"]
         result["hf_matches_engine"] = hf_tokens[: len(head)] == head[: len(hf_tokens)]
     _print(result)
+    if args.profile:
+        _profile_ar(target, prompts[0])
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
     return result
+
+
+def _profile_ar(target, prompt: list[int], new_tokens: int = 64) -> None:
+    """Print the CUDA kernels of a bs-1 AR run (prefill included) by total time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = target.device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        generate(target, [prompt], max_new_tokens=new_tokens)
+    key = "cuda_time_total" if cuda else "cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=20, max_name_column_width=60)
+    print(table)
 
 
 def _version(name: str) -> str:
