@@ -262,8 +262,9 @@ def generate(target: Target, prompts: list[list[int]], *, proposer: Proposer | N
 
     Returns the new tokens per request (cut after the first stop token or at
     max_new_tokens), the commit length of every round per request, and stats: rounds,
-    prefill_s, decode_s, new_tokens, tokens_per_s, tau, the commit-length histogram and the
-    time split per phase (draft, verify, accept, inject, host) in seconds.
+    prefill_s, decode_s, new_tokens, tokens_per_s (tokens after each request's first, which
+    prefill samples, over decode_s), tau, the commit-length histogram and the time split
+    per phase (draft, verify, accept, inject, host) in seconds, summed over rounds.
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("prompts must be a non-empty list of non-empty token lists")
