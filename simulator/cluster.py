@@ -101,6 +101,8 @@ class Cluster:
         env, period = self.env, self.cfg.metrics.sample_period_s
         while True:
             yield env.timeout(period)
+            if env.peek() == float("inf"):
+                return  # nothing else will ever happen: let env.run report the stall
             reps = self.replicas
             self.samples.append((
                 env.now, self.n_arrived - self.n_finished,

@@ -73,7 +73,10 @@ class ArChain(SpecMethod):
         return draft + extend + cost.target_forward_s(q, kv) + cost.lm_head_s(q.sum())
 
     def prefill_gpu_s(self, cost, q, kv):
-        return super().prefill_gpu_s(cost, q, kv) + float(cost.draft_forward_s(q, kv))
+        base = super().prefill_gpu_s(cost, q, kv)
+        if self.block_size == 1:
+            return base
+        return base + float(cost.draft_forward_s(q, kv))
 
 
 class DFlash(SpecMethod):

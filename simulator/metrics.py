@@ -82,7 +82,7 @@ def summarize(cluster, wall_s: float) -> SimResult:
     cfg, req, reps = cluster.cfg, cluster.req, cluster.replicas
     rec = _request_records(req, reps)
     finished = np.isfinite(req.finish_s)
-    arrived = np.isfinite(req.arrival_s)
+    arrived = req.arrival_s <= cluster.env.now  # NaN (closed loop, not issued) is False
     t0 = float(np.nanmin(req.arrival_s)) if arrived.any() else 0.0
     t1 = float(np.nanmax(req.finish_s)) if finished.any() else cluster.env.now
     span = max(t1 - t0, 1e-12)

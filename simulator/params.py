@@ -227,6 +227,11 @@ def _check_cross(cfg: SimConfig) -> None:
         raise ConfigError(f"spec.block_size = {s.block_size} must be 1 when spec.method = none")
     if s.method != "none" and s.block_size > 1 and s.draft_layers < 1:
         raise ConfigError(f"spec.draft_layers = 0 is outside [1, 1024] for {s.method}")
+    if cfg.engine.mode == "overlap" and cfg.engine.kv_reserve_blocks < 2:
+        raise ConfigError(
+            f"engine.kv_reserve_blocks = {cfg.engine.kv_reserve_blocks} is outside [2, 64] "
+            "for engine.mode = overlap (host seq lens lag one round)"
+        )
     if s.acceptance == "replay" and not s.replay_path:
         raise ConfigError("spec.replay_path must be set when spec.acceptance = replay")
     if w.arrival == "trace" and not w.trace_path:

@@ -183,6 +183,12 @@ class Replica(RoundsMixin):
             need = int(r.prompt_tokens[rid]) + emitted
             est = need + e.new_token_ratio * (max_new - emitted) + self.reserve_tokens
             if est > headroom:
+                if not rows and st.n_active == 0 and self.pending is None:
+                    raise RuntimeError(
+                        f"replica {self.index}: request {rid} needs ~{est:.0f} KV tokens "
+                        f"(prompt + new_token_ratio * max_new_tokens + reserve) but the KV "
+                        f"pool holds {st.capacity}; raise engine.mem_fraction_static"
+                    )
                 break
             headroom -= est
             self.waiting.popleft()

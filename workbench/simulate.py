@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import sys
 from pathlib import Path
 
 import hydra
@@ -30,7 +31,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 import simulator
-from simulator.params import SimConfig, SpecParams
+from simulator.params import ConfigError, SimConfig, SpecParams
 from workbench.config import SimulateConfig, load, register_configs
 from workbench.results import write_json, write_requests_csv
 
@@ -127,7 +128,11 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 @hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
 def _app(cfg: DictConfig) -> None:
-    app = load(cfg)
+    try:
+        app = load(cfg)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     point_name, runs = plan_runs(app)
     results = run_all(runs, app.output.progress)
     console = Console()

@@ -1,0 +1,79 @@
+"""Hydra configs: every option of every group composes and validates; bad values fail
+before any run with a message naming the key and the allowed range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from simulator.params import ConfigError
+from workbench.config import SimulateConfig, load, register_configs
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+GROUPS = ("model", "hardware", "spec", "engine", "workload", "experiment")
+
+
+def _compose(*overrides: str):
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose("config", overrides=list(overrides))
+
+
+def _options():
+    for group in GROUPS:
+        for path in sorted((CONF / group).glob("*.yaml")):
+            yield group, path.stem
+
+
+def test_every_group_has_its_options():
+    names = {g: {o for gg, o in _options() if gg == g} for g in GROUPS}
+    assert {"qwen3-8b", "qwen3-4b", "llama-3.1-8b", "toy"} <= names["model"]
+    assert {"h200", "h100", "b200"} <= names["hardware"]
+    assert {"none", "ar_chain", "dflash"} <= names["spec"]
+    assert {"sync", "overlap"} <= names["engine"]
+    assert {"gsm8k", "humaneval", "math500", "mtbench", "poisson", "closed_loop"} <= (
+        names["workload"])
+
+
+@pytest.mark.parametrize("group,option", list(_options()))
+def test_option_composes_and_validates(group, option):
+    assert isinstance(load(_compose(f"{group}={option}")), SimulateConfig)
+
+
+def test_schema_defaults_are_the_default_config():
+    assert load(_compose()) == SimulateConfig()
+
+
+def test_datasheet_hardware_is_marked():
+    assert load(_compose("hardware=h200")).hardware.source == "measured"
+    for hw in ("h100", "b200"):
+        assert load(_compose(f"hardware={hw}")).hardware.source == "datasheet"
+
+
+@pytest.mark.parametrize("override,message", [
+    (["workload.rate_rps=-1"], r"workload.rate_rps = -1.0 is outside \[1e-09, "),
+    (["engine.max_running_requests=0"], r"engine.max_running_requests = 0 is outside \[1, "),
+    (["engine.mem_fraction_static=1.5"], r"engine.mem_fraction_static = 1.5 is outside"),
+    (["spec.method=medusa"], r"spec.method = 'medusa' is not one of \['none', "),
+    (["spec.block_size=0"], r"spec.block_size = 0 is outside \[1, 256\]"),
+    (["spec.alpha=1.2", "spec.acceptance=constant"], r"spec.alpha = 1.2 is outside \[0.0, 1.0\]"),
+    (["sweep.concurrency=[4,0]"], r"sweep.concurrency\[1\] = 0 is outside"),
+    (["model.num_kv_heads=5"], r"model.num_kv_heads = 5 must divide model.num_heads = 32"),
+    (["spec=none", "spec.block_size=4"], r"spec.block_size = 4 must be 1"),
+    (["engine.kv_reserve_blocks=1"], r"engine.kv_reserve_blocks = 1 is outside \[2, 64\]"),
+    (["workload.arrival=trace"], r"workload.trace_path must be set"),
+    (["cluster.router=random"], r"cluster.router = 'random' is not one of"),
+])
+def test_bad_values_name_the_key_and_range(override, message):
+    cfg = _compose(*override)
+    with pytest.raises(ConfigError, match=message):
+        load(cfg)
+
+
+@pytest.mark.parametrize("override", ["workload.bogus=1", "workload.num_requests=many",
+                                      "model.tie_embeddings=maybe"])
+def test_unknown_keys_and_wrong_types_fail_at_compose(override):
+    with pytest.raises(Exception, match="bogus|many|maybe"):
+        _compose(override)

@@ -1,0 +1,78 @@
+"""The `python -m workbench simulate` app: the main job, outputs, errors, multirun."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from workbench.config import SimulateConfig
+from workbench.simulate import plan_runs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _simulate(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", "simulate", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_plan_of_the_main_job():
+    name, runs = plan_runs(SimulateConfig())
+    assert name == "concurrency" and len(runs) == 14
+    labels = {label for label, _, _ in runs}
+    assert labels == {"dflash B=16", "none"}
+    c64 = [cfg for label, point, cfg in runs if point == 64 and label == "none"][0]
+    assert c64.workload.concurrency == 64 and c64.workload.num_requests == 512
+    assert c64.spec.method == "none" and c64.spec.block_size == 1
+
+
+def test_open_loop_sweeps_rates():
+    app = SimulateConfig()
+    app.workload.arrival = "poisson"
+    app.sweep.rate_rps = [1.0, 2.0]
+    app.sweep.baseline = False
+    name, runs = plan_runs(app)
+    assert name == "rate_rps" and [cfg.workload.rate_rps for _, _, cfg in runs] == [1.0, 2.0]
+
+
+def test_main_job_prints_the_table_and_writes_results(tmp_path):
+    out = tmp_path / "run"
+    proc = _simulate(f"hydra.run.dir={out}")
+    assert proc.returncode == 0, proc.stderr
+    assert "dflash B=16" in proc.stdout and "vs none" in proc.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["git_sha"] and summary["meta"]["versions"]["simpy"]
+    runs = summary["runs"]
+    assert len(runs) == 14 and {r["concurrency"] for r in runs} == {1, 2, 4, 8, 16, 32, 64}
+    dflash_c1 = next(r for r in runs if r["label"] == "dflash B=16" and r["concurrency"] == 1)
+    none_c1 = next(r for r in runs if r["label"] == "none" and r["concurrency"] == 1)
+    assert dflash_c1["throughput"]["output_tok_s"] > 3 * none_c1["throughput"]["output_tok_s"]
+    for name in ("throughput.png", "latency.png", "commit_hist.png", "timeline.png",
+                 "config_resolved.yaml", "requests.csv"):
+        assert (out / name).stat().st_size > 0, name
+    with (out / "requests.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == sum(r["requests"]["total"] for r in runs)
+    assert {"label", "concurrency", "ttft_s", "tpot_s", "e2e_s", "tau"} <= set(rows[0])
+
+
+def test_bad_value_exits_before_running(tmp_path):
+    proc = _simulate("engine.max_running_requests=0", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 2
+    assert "engine.max_running_requests = 0 is outside [1, " in proc.stderr
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_multirun_with_the_joblib_launcher(tmp_path):
+    proc = _simulate("--multirun", "hydra/launcher=joblib", "experiment=smoke",
+                     "spec.block_size=4,8", f"hydra.sweep.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    blocks = []
+    for job in ("0", "1"):
+        runs = json.loads((tmp_path / job / "summary.json").read_text())["runs"]
+        blocks.append(runs[0]["block_size"])
+    assert sorted(blocks) == [4, 8]
+    assert "Joblib" in proc.stdout + proc.stderr
