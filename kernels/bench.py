@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-OPS = ("prepare_block", "accept_bonus", "kv_materialize")
+OPS = ("prepare_block", "accept_bonus", "kv_materialize", "paged_attention")
 REFERENCE_COPY_TBPS = 4.30  # measured on this H200 before (shared/design/ARCHITECTURE.md)
 
 
@@ -43,6 +43,7 @@ def _checks(ops: list[str]) -> list[tuple]:
         accept_bonus=lambda: check.check_accept_bonus("cuda", 37, 13),
         kv_materialize=lambda: check.check_kv_materialize(
             "cuda", torch.bfloat16, 39, 5, 8, 128, 96, 13),
+        paged_attention=lambda: check.check_paged_attention("cuda", torch.bfloat16, 5, 16, 300, 64),
     )
     return [cases[op]() for op in ops]
 
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from kernels.accept_bonus import bench as accept_bench
     from kernels.kv_materialize import bench as kv_bench
+    from kernels.paged_attention import bench as attention_bench
     from kernels.prepare_block import bench as prepare_bench
     from kernels.timing import copy_bandwidth, gpu_info, launch_floor
 
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     if "kv_materialize" in ops:
         kv_rows, sweep = kv_bench.run(copy_bw)
         rows += kv_rows
+    if "paged_attention" in ops:
+        rows += attention_bench.run()
     _print(rows, floor, sweep, copy_bw)
     record = dict(
         git_sha=_git_sha(), timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),

@@ -116,6 +116,30 @@ def check_kv_materialize(dev: str, dtype: torch.dtype, tokens: int, layers: int,
                   [_close(a, b, c) for a, b, c in zip(got, fp32, low)])
 
 
+def check_paged_attention(dev: str, dtype: torch.dtype, bs: int, t: int, width: int,
+                          window: int | None = None) -> tuple:
+    """Ragged causal attention over a shuffled pool (nh=8, nkv=2, D=64), last row padding."""
+    from kernels.paged_attention.kernel import paged_attention
+    from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
+
+    g = torch.Generator().manual_seed(bs * 1000 + t)
+    slots = 2 * bs * width + 1
+    kv_lens = torch.randint(t, width + 1, (bs,), generator=g)
+    kv_lens[-1] = 0
+    pos = (kv_lens[:, None] - t + torch.arange(t)).clamp(min=0)
+    ints = (torch.randperm(slots, generator=g)[: bs * width].view(bs, width).to(torch.int32),
+            torch.arange(bs), pos, kv_lens)
+    floats = [torch.randn(*s, generator=g) for s in ((bs, t, 8, 64), (slots, 2, 64),
+                                                      (slots, 2, 64))]
+    args = [f.to(dev, dtype) for f in floats] + [i.to(dev) for i in ints]
+    kw = dict(causal=True, window=window)
+    want = paged_attention_ref(*[a.float() if a.is_floating_point() else a for a in args], **kw)
+    got = paged_attention(*args, **kw)
+    low = paged_attention_sdpa(*args, **kw)
+    return _merge("paged_attention", f"bs={bs} T={t} W={width} window={window}",
+                  str(dtype).removeprefix("torch."), [_close(got, want, low)])
+
+
 def run_all(dev: str) -> list[tuple]:
     """All rows (op, shape, dtype, max_abs_err, mismatches, ok) for device `dev`."""
     rows = []
@@ -130,6 +154,9 @@ def run_all(dev: str) -> list[tuple]:
         (torch.float32, 40, 1, 8, 32, 0, 8),
     ):
         rows.append(check_kv_materialize(dev, dtype, t, layers, nkv, d, rot, block))
+    for dtype, bs, t, width, window in ((torch.float32, 3, 5, 40, None),
+                                        (torch.float32, 2, 16, 33, 7)):
+        rows.append(check_paged_attention(dev, dtype, bs, t, width, window))
     return rows
 
 

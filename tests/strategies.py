@@ -129,3 +129,60 @@ def kv_cases(draw, dtypes: st.SearchStrategy = FLOAT_DTYPES) -> KVCase:
         block_size=block,
         dtype=dtype,
     )
+
+
+@dataclass
+class AttentionCase:
+    """Arguments of `paged_attention` (CPU tensors) plus the visibility rule."""
+
+    q: torch.Tensor
+    k_pool: torch.Tensor
+    v_pool: torch.Tensor
+    req_to_token: torch.Tensor
+    req_rows: torch.Tensor
+    positions: torch.Tensor
+    kv_lens: torch.Tensor
+    causal: bool
+    window: int | None
+
+    def args(self, dtype: torch.dtype, device: str) -> tuple[tuple, dict]:
+        f = lambda t: t.to(device=device, dtype=dtype)  # noqa: E731
+        i = lambda t: t.to(device)  # noqa: E731
+        return ((f(self.q), f(self.k_pool), f(self.v_pool), i(self.req_to_token),
+                 i(self.req_rows), i(self.positions), i(self.kv_lens)),
+                dict(causal=self.causal, window=self.window))
+
+
+@st.composite
+def attention_cases(draw, max_numel: int = 6144) -> AttentionCase:
+    """Ragged batches: each request's T new tokens end at its kv_len (decode, verify,
+    prefill chunks), padding rows with kv_len 0, GQA groups 1..4, sliding windows."""
+    bs, t = draw(st.integers(0, 4)), draw(st.integers(1, 20))
+    nkv, group = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    d = draw(st.sampled_from([16, 32, 80]))
+    while bs * t * nkv * group * d > max_numel and t > 1:
+        t //= 2
+    width, rows = draw(st.integers(t, 70)), draw(st.integers(max(bs, 1), 6))
+    causal = draw(st.booleans())
+    window = draw(st.one_of(st.none(), st.integers(1, 24)))
+    seed = draw(SEEDS)
+    note(f"paged_attention: {bs=} {t=} {nkv=} {group=} {d=} W={width} R={rows} "
+         f"{causal=} {window=} {seed=}")
+    g = torch.Generator().manual_seed(seed)
+    slots = 3 * rows * width
+    kv_lens = torch.randint(t, width + 1, (bs,), generator=g)
+    if bs > 1:
+        kv_lens[-1] = 0  # a padding row: sees no key, outputs zeros
+    positions = (kv_lens[:, None] - t + torch.arange(t)).clamp(min=0)
+    return AttentionCase(
+        q=torch.randn(bs, t, nkv * group, d, generator=g),
+        k_pool=torch.randn(slots, nkv, d, generator=g),
+        v_pool=torch.randn(slots, nkv, d, generator=g),
+        req_to_token=torch.randperm(slots, generator=g)[: rows * width].view(rows, width)
+        .to(torch.int32),
+        req_rows=torch.randperm(rows, generator=g)[:bs],
+        positions=positions,
+        kv_lens=kv_lens,
+        causal=causal,
+        window=window,
+    )

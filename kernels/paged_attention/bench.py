@@ -1,0 +1,58 @@
+"""Benchmark of `paged_attention` on Qwen3-8B's attention shapes (nh=32, nkv=8, D=128, bf16).
+
+    python -m kernels.paged_attention.bench   # this op alone; `python -m kernels.bench`: all
+
+Decode (T = 1) and DFlash verify (T = 16) at bs in {1, 16, 64}, 1024 keys per request at
+random pool slots. The oracle gathers each request's row of K/V and runs the softmax in fp32;
+the kernel reads K/V in place. Bytes: each visible K/V row read once, q read, out written.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.paged_attention.kernel import paged_attention
+from kernels.paged_attention.ref import paged_attention_ref
+from kernels.timing import Row, bench_us
+
+NH, NKV, HEAD_DIM, KV_LEN = 32, 8, 128, 1024
+DTYPE, DEVICE = torch.bfloat16, "cuda"
+BATCHES, QUERY_LENS = (1, 16, 64), (1, 16)
+
+
+def make_inputs(bs: int, t: int, seed: int = 0) -> tuple[tuple, dict]:
+    """(args, kwargs) for bs requests of KV_LEN keys whose last t are the queries."""
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    slots = bs * KV_LEN + 1
+    table = torch.randperm(slots, device=DEVICE, generator=g)[: bs * KV_LEN].view(bs, KV_LEN)
+    kv_lens = torch.full((bs,), KV_LEN, device=DEVICE)
+    args = (
+        torch.randn(bs, t, NH, HEAD_DIM, device=DEVICE, generator=g).to(DTYPE),
+        torch.randn(slots, NKV, HEAD_DIM, device=DEVICE, generator=g).to(DTYPE),
+        torch.randn(slots, NKV, HEAD_DIM, device=DEVICE, generator=g).to(DTYPE),
+        table.to(torch.int32),
+        torch.arange(bs, device=DEVICE),
+        (KV_LEN - t + torch.arange(t, device=DEVICE)).expand(bs, t).contiguous(),
+        kv_lens,
+    )
+    return args, dict(causal=True)
+
+
+def run() -> list[Row]:
+    """One row per (bs, T); target: faster than the gather+fp32 oracle it replaces."""
+    rows = []
+    for bs in BATCHES:
+        for t in QUERY_LENS:
+            args, kw = make_inputs(bs, t)
+            nbytes = bs * KV_LEN * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
+            k = bench_us(lambda a=args, k=kw: paged_attention(*a, **k))
+            o = bench_us(lambda a=args, k=kw: paged_attention_ref(*a, **k))
+            rows.append(Row("paged_attention", f"bs={bs} T={t} kv={KV_LEN}", "bfloat16", k, o,
+                            nbytes, {}, ">=1x oracle", o.p50 >= k.p50))
+    return rows
+
+
+if __name__ == "__main__":
+    from kernels.bench import main
+
+    raise SystemExit(main(["--ops", "paged_attention"]))

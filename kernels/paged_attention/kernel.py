@@ -1,0 +1,157 @@
+"""Triton `paged_attention`: flash attention that reads K/V in place from a paged pool.
+
+One program per (request b, KV head h, tile of BLOCK_M query rows). The rows of a tile are
+(token t, group member j) pairs of the nh / nkv query heads that share KV head h, so a
+decode step (T = 1) and a verify block (T = B) both fill the tensor cores' M dimension, and
+each K/V row is loaded once per KV head, never once per query head. The key loop walks the
+request's row of `req_to_token`, BLOCK_N positions at a time, gathers K and V from their
+slots and keeps an online softmax in fp32 (m, l, acc). Its bounds come from the device:
+
+    lo = max(0, min_t pos_t - window + 1)  (window only),   hi = min(kv_len, max_t pos_t + 1)
+                                                                      (max only if causal)
+
+so the same launch serves prefill, verify and decode, and replays inside a CUDA graph.
+Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._checks import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    check_int,
+    check_len,
+    check_runnable,
+    check_tensor,
+)
+
+
+@triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale"])
+def _paged_attention_kernel(
+    q_ptr, k_ptr, v_ptr, table_ptr, rows_ptr, pos_ptr, kv_lens_ptr, out_ptr,
+    T, R, W, window, sm_scale,
+    sq_b, sq_t, sq_h,
+    sk_s, sk_h,
+    sv_s, sv_h,
+    so_b, so_t, so_h,
+    st_r, sp_b,
+    G: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    r = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)  # query rows (t, j) of this tile
+    row_ok = r < T * G
+    t = (r // G).to(tl.int64)
+    head = h * G + (r % G)
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d < D
+
+    q = tl.load(q_ptr + b * sq_b + t[:, None] * sq_t + head[:, None] * sq_h + d[None, :],
+                mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+    pos = tl.load(pos_ptr + b * sp_b + t, mask=row_ok, other=0)
+    kv_len = tl.load(kv_lens_ptr + b).to(tl.int64)
+    req = tl.load(rows_ptr + b).to(tl.int64)
+
+    hi = tl.where((req >= 0) & (req < R), tl.minimum(kv_len, W), 0)  # a bad row sees nothing
+    if CAUSAL:
+        hi = tl.minimum(hi, tl.max(tl.where(row_ok, pos, -1), axis=0) + 1)
+    lo = hi * 0
+    if WINDOWED:
+        lo = tl.maximum(tl.min(tl.where(row_ok, pos, hi), axis=0) - window + 1, 0)
+        lo = (lo // BLOCK_N) * BLOCK_N
+
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        w = start + tl.arange(0, BLOCK_N)
+        w_ok = w < hi
+        slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
+        kv_mask = w_ok[:, None] & d_ok[None, :]
+        k = tl.load(k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :], mask=kv_mask,
+                    other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * sm_scale
+        allowed = row_ok[:, None] & w_ok[None, :]
+        if CAUSAL:
+            allowed = allowed & (w[None, :] <= pos[:, None])
+        if WINDOWED:
+            allowed = allowed & (pos[:, None] - w[None, :] < window)
+        s = tl.where(allowed, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        p = tl.exp(s - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+        v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
+                    other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    tl.store(out_ptr + b * so_b + t[:, None] * so_t + head[:, None] * so_h + d[None, :],
+             out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_rows: torch.Tensor,
+    positions: torch.Tensor,
+    kv_lens: torch.Tensor,
+    *,
+    causal: bool,
+    window: int | None = None,
+    sm_scale: float | None = None,
+) -> torch.Tensor:
+    """Triton version of `paged_attention_ref` (same arguments, same result)."""
+    check_tensor("q", q, ndim=4, dtypes=FLOAT_DTYPES, inner_stride_one=True)
+    dev = q.device
+    bs, t, nh, d = q.shape
+    for name, pool in (("k_pool", k_pool), ("v_pool", v_pool)):
+        check_tensor(name, pool, ndim=3, dtypes=(q.dtype,), device=dev, inner_stride_one=True)
+        if pool.shape[2] != d or nh % pool.shape[1] or pool.shape != k_pool.shape:
+            raise ValueError(f"{name} has shape {tuple(pool.shape)}: pools must have one "
+                             f"shape, head dim {d} and a head count dividing nh={nh}")
+    table = check_tensor("req_to_token", req_to_token, ndim=2, dtypes=INT_DTYPES, device=dev,
+                         inner_stride_one=True)
+    check_tensor("req_rows", req_rows, ndim=1, dtypes=INT_DTYPES, device=dev)
+    check_tensor("positions", positions, ndim=2, dtypes=INT_DTYPES, device=dev,
+                 inner_stride_one=True)
+    check_tensor("kv_lens", kv_lens, ndim=1, dtypes=INT_DTYPES, device=dev)
+    check_len("req_rows", req_rows, bs, "q.shape[0]")
+    check_len("kv_lens", kv_lens, bs, "q.shape[0]")
+    if tuple(positions.shape) != (bs, t):
+        raise ValueError(f"positions must have shape {(bs, t)}, got {tuple(positions.shape)}")
+    if window is not None:
+        check_int("window", window, minimum=1)
+    check_runnable("q", q)
+
+    out = torch.empty_like(q)
+    nkv = k_pool.shape[1]
+    group = nh // nkv
+    block_m = min(64, max(16, triton.next_power_of_2(t * group)))
+    block_d = max(16, triton.next_power_of_2(d))
+    block_n = 64 if block_d <= 64 else 32
+    if bs == 0 or t == 0:
+        return out
+    grid = (bs, nkv, triton.cdiv(t * group, block_m))
+    _paged_attention_kernel[grid](
+        q, k_pool, v_pool, table, req_rows, positions, kv_lens, out,
+        t, table.shape[0], table.shape[1], window or 1, d**-0.5 if sm_scale is None else sm_scale,
+        q.stride(0), q.stride(1), q.stride(2),
+        k_pool.stride(0), k_pool.stride(1),
+        v_pool.stride(0), v_pool.stride(1),
+        out.stride(0), out.stride(1), out.stride(2),
+        table.stride(0), positions.stride(0),
+        G=group, D=d, CAUSAL=causal, WINDOWED=window is not None,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=4, num_stages=2,
+    )
+    return out

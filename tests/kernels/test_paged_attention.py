@@ -1,0 +1,81 @@
+"""`paged_attention` against its oracle, against dense SDPA, and on bad input."""
+
+import pytest
+import torch
+from hypothesis import given
+
+from kernels.paged_attention.kernel import paged_attention
+from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
+from tests.strategies import attention_cases
+from workbench.numerics import assert_close, assert_two_x
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16, torch.float16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(case=attention_cases())
+def test_paged_attention_matches_ref(case, dtype):
+    args, kw = case.args(dtype, DEVICE)
+    got = paged_attention(*args, **kw)
+    fp32_args, _ = case.args(dtype, DEVICE)
+    want = paged_attention_ref(*(a.float() if a.is_floating_point() else a for a in fp32_args),
+                               **kw)
+    assert got.shape == want.shape and got.dtype == dtype
+    if got.numel() == 0:
+        return
+    if dtype == torch.float32:
+        assert_close(got, want, kind="reduction", name="out")
+    else:
+        low = paged_attention_sdpa(*args, **kw)
+        assert_two_x(got.float(), want, low.float(), name="out")
+
+
+@given(case=attention_cases())
+def test_ref_equals_dense_causal_attention_of_each_request(case):
+    """The oracle itself: row by row, plain softmax over the gathered visible keys."""
+    (q, k_pool, v_pool, table, rows, pos, kv_lens), kw = case.args(torch.float64, "cpu")
+    out = paged_attention_ref(q, k_pool, v_pool, table, rows, pos, kv_lens, **kw)
+    nh, nkv = q.shape[2], k_pool.shape[1]
+    for b in range(q.shape[0]):
+        for t in range(q.shape[1]):
+            w = torch.arange(table.shape[1])
+            vis = w < kv_lens[b]
+            if kw["causal"]:
+                vis &= w <= pos[b, t]
+            if kw["window"] is not None:
+                vis &= pos[b, t] - w < kw["window"]
+            s = table[rows[b], vis].long()
+            for i in range(nh):
+                k, v = k_pool[s, i // (nh // nkv)], v_pool[s, i // (nh // nkv)]
+                want = (torch.softmax(k @ q[b, t, i] / q.shape[-1] ** 0.5, 0) @ v
+                        if s.numel() else torch.zeros_like(q[b, t, i]))
+                torch.testing.assert_close(out[b, t, i], want)
+
+
+def _good() -> tuple[tuple, dict]:
+    q = torch.randn(2, 3, 4, 32, device=DEVICE)
+    pool = torch.randn(50, 2, 32, device=DEVICE)
+    table = torch.arange(40, dtype=torch.int32, device=DEVICE).view(2, 20)
+    ints = lambda *v: torch.tensor(v, device=DEVICE)  # noqa: E731
+    return ((q, pool, pool.clone(), table, ints(0, 1), ints([5, 6, 7], [1, 2, 3]), ints(8, 4)),
+            dict(causal=True))
+
+
+@pytest.mark.parametrize("index, bad, name", [
+    (0, lambda t: t[0], "q"),
+    (1, lambda t: t.half(), "k_pool"),
+    (2, lambda t: t[:, :1], "v_pool"),
+    (3, lambda t: t.float(), "req_to_token"),
+    (4, lambda t: t[:1], "req_rows"),
+    (5, lambda t: t[:, :2], "positions"),
+    (6, lambda t: t[:, None], "kv_lens"),
+])
+def test_bad_input_names_the_argument(index, bad, name):
+    args, kw = _good()
+    args = list(args)
+    args[index] = bad(args[index])
+    with pytest.raises(ValueError, match=name):
+        paged_attention(*args, **kw)
+    with pytest.raises(ValueError, match="window"):
+        paged_attention(*_good()[0], causal=True, window=0)
