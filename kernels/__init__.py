@@ -1,7 +1,8 @@
 """Triton kernels of the DFlash hot path, each next to its pure-PyTorch oracle.
 
 Ops (signatures in shared/design/ARCHITECTURE.md, "Public contracts"): `prepare_block`,
-`accept_bonus`, `kv_materialize`, and their oracles `*_ref`. The oracles need only torch.
+`accept_bonus`, `kv_materialize`, plus the engine's `paged_attention`, and their oracles
+`*_ref`. The oracles need only torch.
 Triton is imported on the first call of a kernel, never by `import kernels`, so that a CPU
 process can still set TRITON_INTERPRET=1 before it is imported (`python -m kernels.check`).
 
@@ -19,6 +20,7 @@ import torch
 
 from kernels.accept_bonus.ref import AcceptResult, accept_bonus_ref
 from kernels.kv_materialize.ref import kv_materialize_ref
+from kernels.paged_attention.ref import paged_attention_ref
 from kernels.prepare_block.ref import prepare_block_ref
 
 __all__ = [
@@ -27,6 +29,8 @@ __all__ = [
     "accept_bonus_ref",
     "kv_materialize",
     "kv_materialize_ref",
+    "paged_attention",
+    "paged_attention_ref",
     "prepare_block",
     "prepare_block_ref",
     "triton_available",
@@ -53,13 +57,18 @@ def triton_available(tensor: torch.Tensor) -> bool:
     return _triton_imports()
 
 
+@functools.cache
+def _kernel(op: str):
+    return getattr(importlib.import_module(f"kernels.{op}.kernel"), op)
+
+
 def _lazy(op: str):
     """A forwarder to `kernels.<op>.kernel.<op>` that imports the module on first call."""
     ref = globals()[f"{op}_ref"]
 
     @functools.wraps(ref)
     def call(*args, **kwargs):
-        return getattr(importlib.import_module(f"kernels.{op}.kernel"), op)(*args, **kwargs)
+        return _kernel(op)(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = op
     call.__module__ = __name__
@@ -71,3 +80,4 @@ def _lazy(op: str):
 prepare_block = _lazy("prepare_block")
 accept_bonus = _lazy("accept_bonus")
 kv_materialize = _lazy("kv_materialize")
+paged_attention = _lazy("paged_attention")

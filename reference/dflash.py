@@ -18,7 +18,7 @@ import torch
 from reference import ops
 from reference.config import DFlashConfig
 from reference.kv_pool import KVShape
-from reference.model import ForwardBatch, LayerWeights, Target, attention_mask, rms_norm
+from reference.model import ForwardBatch, LayerWeights, Target, attention_meta, rms_norm
 from reference.proposers import Proposal, Proposer, Round
 
 
@@ -52,16 +52,13 @@ def draft_forward(drafter: Drafter, target: Target, block_ids: torch.Tensor,
     """
     cfg = drafter.config.model
     x = target.embed[block_ids]
-    slots = req_to_token[batch.req_rows].long()
     cache_loc = batch.cache_loc.reshape(-1)
     cos_sin = drafter.cos_sin[batch.positions]
-    group = cfg.num_heads // cfg.num_kv_heads
-    masks = {win: attention_mask(batch.positions, batch.kv_lens, slots.shape[1], group,
-                                 causal=win is not None, window=win)
-             for win in {cfg.window(i) for i in range(cfg.num_layers)}}
     for i, w in enumerate(drafter.layers):
-        x = target.fast_layer(x, w, cos_sin, masks[cfg.window(i)], slots, cache_loc, k_pool[i],
-                         v_pool[i], cfg.num_heads, cfg.rms_norm_eps)
+        win = cfg.window(i)  # full layers: bidirectional in the block; sliding: causal
+        attn = attention_meta(batch, req_to_token, causal=win is not None, window=win)
+        x = target.fast_layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i],
+                              cfg.num_heads, cfg.rms_norm_eps)
     h = rms_norm(x[:, 1:], drafter.norm, cfg.rms_norm_eps)
     return target.logits(h)
 

@@ -5,8 +5,8 @@ own number of tokens (prefill, a verify block of B, or a decode step of 1): toke
 sits at absolute position `positions[b, t]`, writes its K/V to slot `cache_loc[b, t]`, and
 attends to keys `w < kv_lens[b]` of its request's row of `req_to_token` (causally, and within
 the window on sliding layers). Padding tokens use slot 0 and never reach real keys.
-Attention gathers each request's row of the pool and calls SDPA with a boolean mask; the
-grouped query heads are folded into the query length so K/V are never repeated.
+Attention reads K/V in place from the pool (reference/ops.py: the Triton paged_attention
+kernel on CUDA, its oracle on the CPU).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.kv_materialize.ref import rope_neox
+from reference import ops
 from reference.config import ModelConfig
 
 
@@ -70,57 +71,46 @@ class ForwardBatch(NamedTuple):
     kv_lens: torch.Tensor
 
 
-def attention_mask(positions: torch.Tensor, kv_lens: torch.Tensor, width: int, group: int, *,
-                   causal: bool, window: int | None) -> torch.Tensor:
-    """(bs, 1, group*T, W) bool: query (g, t) of row b may see key w of its row."""
-    bs, t = positions.shape
-    w = torch.arange(width, device=positions.device)
-    allowed = (w[None, None, :] < kv_lens[:, None, None]).expand(bs, t, width)
-    if causal:
-        allowed = allowed & (w[None, None, :] <= positions[:, :, None])
-    if window is not None:
-        allowed = allowed & (positions[:, :, None] - w[None, None, :] < window)
-    # A fresh tensor (not an expanded view), so compiled layers see one stride pattern.
-    out = torch.empty(bs, 1, group * t, width, dtype=torch.bool, device=positions.device)
-    out.view(bs, group, t, width).copy_(allowed[:, None])
-    return out
+class AttentionMeta(NamedTuple):
+    """Which keys each query of a padded batch sees (kernels/paged_attention/ref.py).
 
-
-def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_pool: torch.Tensor,
-                    v_pool: torch.Tensor, cache_loc: torch.Tensor, slots: torch.Tensor,
-                    mask: torch.Tensor) -> torch.Tensor:
-    """Write the new K/V, then attend over each request's gathered row.
-
-    Args:
-        q: (bs, T, nh, D); k, v: (bs, T, nkv, D) already normed and rotated.
-        k_pool, v_pool: (S, nkv, D) one layer's pools, written in place.
-        cache_loc: (bs*T,) i64; slots: (bs, W) i64; mask: (bs, 1, g*T, W) bool.
-    Returns: (bs, T, nh*D).
+    req_to_token (R, W) int32, req_rows (bs,) i64, positions (bs, T) i64, kv_lens (bs,) i64;
+    causal and window (None: unbounded) are per layer.
     """
-    bs, t, nh, d = q.shape
-    nkv = k.shape[2]
-    g = nh // nkv
-    k_pool.index_copy_(0, cache_loc, k.reshape(bs * t, nkv, d))
-    v_pool.index_copy_(0, cache_loc, v.reshape(bs * t, nkv, d))
-    keys = k_pool[slots].transpose(1, 2)  # (bs, nkv, W, D)
-    values = v_pool[slots].transpose(1, 2)
-    q = q.view(bs, t, nkv, g, d).permute(0, 2, 3, 1, 4).reshape(bs, nkv, g * t, d)
-    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-    return out.view(bs, nkv, g, t, d).permute(0, 3, 1, 2, 4).reshape(bs, t, nh * d)
+
+    req_to_token: torch.Tensor
+    req_rows: torch.Tensor
+    positions: torch.Tensor
+    kv_lens: torch.Tensor
+    causal: bool
+    window: int | None
 
 
-def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, mask: torch.Tensor,
-                  slots: torch.Tensor, cache_loc: torch.Tensor, k_pool: torch.Tensor,
-                  v_pool: torch.Tensor, num_heads: int, eps: float) -> torch.Tensor:
-    """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it."""
+def attention_meta(batch: ForwardBatch, req_to_token: torch.Tensor, *, causal: bool,
+                   window: int | None) -> AttentionMeta:
+    return AttentionMeta(req_to_token, batch.req_rows, batch.positions, batch.kv_lens, causal,
+                         window)
+
+
+def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn: AttentionMeta,
+                  cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
+                  num_heads: int, eps: float) -> torch.Tensor:
+    """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
+
+    The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
+    """
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
     h = rms_norm(x, w.input_norm, eps)
     q, k, v = (h @ w.wqkv.t()).split([num_heads * d, nkv * d, nkv * d], dim=-1)
     q = apply_rope(rms_norm(q.view(bs, t, num_heads, d), w.q_norm, eps), cos_sin)
     k = apply_rope(rms_norm(k.view(bs, t, nkv, d), w.k_norm, eps), cos_sin)
-    attn = paged_attention(q, k, v.view(bs, t, nkv, d), k_pool, v_pool, cache_loc, slots, mask)
-    x = x + attn @ w.wo.t()
+    k_pool.index_copy_(0, cache_loc, k.reshape(bs * t, nkv, d))
+    v_pool.index_copy_(0, cache_loc, v.reshape(bs * t, nkv, d))
+    out = ops.paged_attention(q, k_pool, v_pool, attn.req_to_token, attn.req_rows,
+                              attn.positions, attn.kv_lens, causal=attn.causal,
+                              window=attn.window)
+    x = x + out.reshape(bs, t, num_heads * d) @ w.wo.t()
     gate, up = (rms_norm(x, w.post_norm, eps) @ w.w_gate_up.t()).chunk(2, dim=-1)
     return x + (F.silu(gate) * up) @ w.w_down.t()
 
@@ -173,18 +163,14 @@ class Target:
         """
         cfg = self.config
         x = self.embed[input_ids]
-        slots = req_to_token[batch.req_rows].long()
         cache_loc = batch.cache_loc.reshape(-1)
         cos_sin = self.cos_sin[batch.positions]
-        group = cfg.num_heads // cfg.num_kv_heads
-        masks = {win: attention_mask(batch.positions, batch.kv_lens, slots.shape[1], group,
-                                     causal=True, window=win)
-                 for win in {cfg.window(i) for i in range(cfg.num_layers)}}
         layer = self.fast_layer if fast else decoder_layer
         aux = []
         for i, w in enumerate(self.layers):
-            x = layer(x, w, cos_sin, masks[cfg.window(i)], slots, cache_loc, k_pool[i],
-                           v_pool[i], cfg.num_heads, cfg.rms_norm_eps)
+            attn = attention_meta(batch, req_to_token, causal=True, window=cfg.window(i))
+            x = layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads,
+                      cfg.rms_norm_eps)
             if i in capture:
                 aux.append(x)
         hidden = rms_norm(x, self.norm, cfg.rms_norm_eps)

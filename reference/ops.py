@@ -12,7 +12,7 @@ import torch
 import kernels
 from kernels import AcceptResult
 
-__all__ = ["AcceptResult", "accept_bonus", "kv_materialize", "prepare_block"]
+__all__ = ["AcceptResult", "accept_bonus", "kv_materialize", "paged_attention", "prepare_block"]
 
 
 def _use_triton(tensor: torch.Tensor) -> bool:
@@ -39,3 +39,12 @@ def kv_materialize(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, ca
     op = kernels.kv_materialize if _use_triton(ctx_hidden) else kernels.kv_materialize_ref
     op(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, cache_loc, k_pool, v_pool,
        eps=eps, commit_lens=commit_lens, block_size=block_size)
+
+
+@torch.compiler.disable
+def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, *, causal,
+                    window=None):
+    """See `kernels.paged_attention_ref`; opaque to torch.compile (a Triton launch on CUDA)."""
+    op = kernels.paged_attention if _use_triton(q) else kernels.paged_attention_ref
+    return op(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, causal=causal,
+              window=window)
