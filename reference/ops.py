@@ -44,7 +44,12 @@ def kv_materialize(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, ca
 @torch.compiler.disable
 def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, *, causal,
                     window=None):
-    """See `kernels.paged_attention_ref`; opaque to torch.compile (a Triton launch on CUDA)."""
-    op = kernels.paged_attention if _use_triton(q) else kernels.paged_attention_ref
+    """See `kernels.paged_attention_ref`; opaque to torch.compile (a Triton launch on CUDA).
+
+    The oracle also runs whenever q needs a gradient (drafter training): the Triton kernel
+    has no backward.
+    """
+    grad = torch.is_grad_enabled() and q.requires_grad
+    op = kernels.paged_attention if _use_triton(q) and not grad else kernels.paged_attention_ref
     return op(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, causal=causal,
               window=window)

@@ -1,0 +1,186 @@
+"""Train a DFlash drafter on the target's own continuations (shared/research/dflash-paper.md 2).
+
+    python -m reference.toy.train_dflash --target artifacts/toy/target \
+        --data artifacts/toy/data/train.safetensors --out artifacts/toy/dflash-b16 --block 16
+
+Frozen shared embedding and head (the target's); K target features captured online under
+no_grad; random anchors inside the loss mask; blocks as engine requests that see the context
+strictly before their anchor (reference/toy/draft_model.py); same-position labels and the
+loss on block positions 1..B-1 weighted exp(-(k-1)/gamma) (reference/toy/objective.py);
+AdamW 6e-4, warmup 4% then cosine, clip 1.0; fp32 master weights, cast to the target's dtype
+(bf16 on the GPU) in the forward. No autocast: it would also lower the fp32 norm, RoPE and
+attention math of the inference code the forward runs, and training would drift from it.
+Ablation flags: --block, --gamma / --no-decay, --uniform (back-to-back blocks instead of
+random anchors), --layers, --features. Saves the z-lab format (`load_dflash`) and
+`metrics.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from reference.model import Target
+from reference.toy.draft_model import (
+    TrainableDrafter,
+    block_layout,
+    block_logits,
+    drafter_config_dict,
+    target_features,
+)
+from reference.toy.gen_data import ToyDataset
+from reference.toy.objective import (
+    block_targets,
+    build_target_layer_ids,
+    decayed_cross_entropy,
+    default_gamma,
+    position_weights,
+    random_anchors,
+    uniform_anchors,
+)
+from reference.toy.tokenizer import MASK
+from reference.toy.train_target import lr_at
+
+
+@dataclass(frozen=True)
+class DFlashTrainConfig:
+    """One drafter run. gamma None: the paper's value for the block size."""
+
+    block_size: int = 16
+    gamma: float | None = None
+    no_decay: bool = False
+    uniform: bool = False
+    num_layers: int = 2
+    num_features: int | None = None
+    num_anchors: int = 64
+    batch: int = 32
+    steps: int = 2000
+    lr: float = 6e-4
+    warmup: float = 0.04
+    clip: float = 1.0
+    seed: int = 0
+
+    def layer_ids(self, num_target_layers: int) -> list[int]:
+        k = self.num_features or min(5, max(1, num_target_layers - 3))
+        return build_target_layer_ids(num_target_layers, k)
+
+    def weights(self) -> torch.Tensor:
+        gamma = None if self.no_decay else (self.gamma or default_gamma(self.block_size))
+        return position_weights(self.block_size, gamma)
+
+
+def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices: list[int],
+              cfg: DFlashTrainConfig, gen: torch.Generator
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weighted loss and top-1 accuracy of one batch of sequences `indices`."""
+    ids, loss_mask, lens = data.batch(indices, target.device)
+    if cfg.uniform:
+        anchors, valid = uniform_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors)
+    else:
+        anchors, valid = random_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors, gen)
+    labels, w = block_targets(ids, loss_mask, anchors, valid, cfg.weights())
+    layout = block_layout(ids, anchors, valid, cfg.block_size, model.config.mask_token_id)
+    features = target_features(target, ids, lens, model.config.target_layer_ids)
+    logits = block_logits(model.drafter(target), target, features, layout)  # (M, B-1, V)
+    labels, w = (t[layout.index[:, 0], layout.index[:, 1], 1:] for t in (labels, w))
+    keep = w > 0
+    return decayed_cross_entropy(logits[keep], labels[keep], w[keep])
+
+
+def usable_sequences(data: ToyDataset, block_size: int) -> list[int]:
+    """Sequences with at least 2B continuation tokens (the paper's filter)."""
+    cont = data.lengths() - data.prompt_lens
+    return [i for i in range(len(data)) if int(cont[i]) >= 2 * block_size]
+
+
+def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainConfig,
+                 mask_token_id: int, log_every: int | None = None) -> dict:
+    """Train one drafter; saves it to `out` (z-lab format) and returns its metrics."""
+    raw = drafter_config_dict(target.config, num_layers=cfg.num_layers,
+                              block_size=cfg.block_size, mask_token_id=mask_token_id,
+                              target_layer_ids=cfg.layer_ids(target.config.num_layers))
+    model = TrainableDrafter(raw, target, seed=cfg.seed).to(target.device)
+    pool = usable_sequences(data, cfg.block_size)
+    if not pool:
+        raise ValueError(f"no sequence has {2 * cfg.block_size} continuation tokens")
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
+                            weight_decay=0.0)
+    gen = torch.Generator(device=target.device).manual_seed(cfg.seed)
+    pick = torch.Generator().manual_seed(cfg.seed)
+    log_every = log_every or max(1, cfg.steps // 20)
+    history, t0 = [], time.time()
+    for step in range(cfg.steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg.steps, cfg.lr, cfg.warmup)
+        rows = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=pick)
+        loss, acc = step_loss(model, target, data, [pool[i] for i in rows], cfg, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        if step % log_every == 0 or step == cfg.steps - 1:
+            history.append({"step": step, "loss": float(loss), "acc": float(acc),
+                            "wall_s": time.time() - t0})
+            print(f"dflash B={cfg.block_size} step {step:5d}/{cfg.steps}  loss "
+                  f"{float(loss):.3f}  acc {float(acc):.3f}  {time.time() - t0:6.1f}s",
+                  flush=True)
+    model.save(out)
+    metrics = {"params": sum(p.numel() for p in model.parameters()),
+               "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"],
+               "acc_last": history[-1]["acc"], "wall_s": time.time() - t0,
+               "sequences": len(pool), "config": asdict(cfg), "history": history,
+               "target_layer_ids": raw["dflash_config"]["target_layer_ids"]}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
+
+
+def config_from_args(args: argparse.Namespace) -> DFlashTrainConfig:
+    return DFlashTrainConfig(block_size=args.block, gamma=args.gamma, no_decay=args.no_decay,
+                             uniform=args.uniform, num_layers=args.layers,
+                             num_features=args.features, num_anchors=args.anchors,
+                             batch=args.batch, steps=args.steps, lr=args.lr, seed=args.seed)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    d = DFlashTrainConfig()
+    ap.add_argument("--block", type=int, default=d.block_size)
+    ap.add_argument("--gamma", type=float, default=None, help="default: 7/5/4 for B=16/10/8")
+    ap.add_argument("--no-decay", action="store_true", help="uniform position weights")
+    ap.add_argument("--uniform", action="store_true", help="back-to-back blocks, no anchors")
+    ap.add_argument("--layers", type=int, default=d.num_layers)
+    ap.add_argument("--features", type=int, default=None, help="K captured target layers")
+    ap.add_argument("--anchors", type=int, default=d.num_anchors)
+    ap.add_argument("--batch", type=int, default=d.batch)
+    ap.add_argument("--steps", type=int, default=d.steps)
+    ap.add_argument("--lr", type=float, default=d.lr)
+    ap.add_argument("--seed", type=int, default=d.seed)
+
+
+def main() -> None:
+    from reference.loaders import load_target
+    from reference.toy.gen_data import load_dataset
+    from reference.toy.tokenizer import load_tokenizer
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", type=Path, required=True, help="target dir with tokenizer.json")
+    ap.add_argument("--data", type=Path, required=True, help="gen_data safetensors file")
+    ap.add_argument("--out", type=Path, required=True)
+    add_arguments(ap)
+    args = ap.parse_args()
+    cuda = torch.cuda.is_available()
+    target = load_target(args.target, device="cuda" if cuda else "cpu",
+                         dtype=torch.bfloat16 if cuda else torch.float32)
+    mask_id = load_tokenizer(args.target / "tokenizer.json").token_to_id(MASK)
+    metrics = train_dflash(target, load_dataset(args.data), args.out, config_from_args(args),
+                           mask_id)
+    print(json.dumps({k: v for k, v in metrics.items() if k != "history"}))
+
+
+if __name__ == "__main__":
+    main()
+
