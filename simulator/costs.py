@@ -75,13 +75,16 @@ class RooflineCostModel:
                      e.host_process_per_req_s)
 
     def _aggregates(self, q: np.ndarray, kv: np.ndarray) -> tuple:
-        """(tokens, sum q*kv, sum kv, sum q(q+1)/2, sum q^2) of a batch; the last batch's are
-        reused when the same arrays come again (the draft and target of one round)."""
+        """(tokens, sum q*kv, sum kv + tokens, sum q(q+1)/2, sum q^2) of a batch; the last
+        batch's are reused when the same arrays come again (draft and target of a round)."""
         if q is self._last[0] and kv is self._last[1]:
             return self._last[2]
-        qf = q.astype(np.float64)
-        agg = (float(qf.sum()), kv @ qf, kv.sum(axis=-1), float(qf @ (qf + 1.0)) / 2.0,
-               float(qf @ qf))
+        tokens, sq = float(q.sum()), float(q @ q)
+        kv_sum = kv.sum(axis=-1)
+        n = q.shape[0]
+        # all q equal (Cauchy-Schwarz equality): sum q*kv = q * sum kv, no matmul
+        qkv = kv_sum * (tokens / n) if n and sq * n == tokens * tokens else kv @ q
+        agg = (tokens, qkv, kv_sum + tokens, (sq + tokens) / 2.0, sq)
         self._last = (q, kv, agg)
         return agg
 
@@ -95,15 +98,12 @@ class RooflineCostModel:
 
     def _stack_s(self, coef: tuple[float, ...], q: np.ndarray, kv: np.ndarray, causal: bool):
         w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s = coef
-        tokens, qkv, kv_sum, pairs_causal, pairs_full = self._aggregates(q, kv)
-        t_lin = max(tokens * tok_flop_s, w_s + tokens * tok_act_s)
+        tokens, qkv, kv_tokens, pairs_causal, pairs_full = self._aggregates(q, kv)
+        fixed = max(tokens * tok_flop_s, w_s + tokens * tok_act_s) + self.launch
         pairs = qkv + (pairs_causal if causal else pairs_full)
-        kv_tokens = kv_sum + tokens
         if kv.ndim == 1:
-            t_attn = max(float(pairs) * pair_s, float(kv_tokens) * kv_tok_s)
-        else:
-            t_attn = np.maximum(pairs * pair_s, kv_tokens * kv_tok_s)
-        return t_lin + t_attn + self.launch
+            return fixed + max(float(pairs) * pair_s, float(kv_tokens) * kv_tok_s)
+        return np.maximum(pairs * pair_s, kv_tokens * kv_tok_s) + fixed
 
     def target_forward_s(self, q_lens, kv_lens):
         return self._stack_s(self._target_coef, q_lens, kv_lens, causal=True)

@@ -88,10 +88,8 @@ class DFlash(SpecMethod):
         if self.block_size == 1:
             return super().decode_gpu_s(cost, q, kv)
         rows = float(q.sum())
-        n = len(q)
-        draft = cost.draft_forward_s(q, kv, causal=False) + cost.lm_head_s(rows - n)
-        verify = cost.target_forward_s(q, kv) + cost.lm_head_s(rows)
-        return draft + verify + cost.kv_materialize_s(rows)
+        heads = cost.lm_head_s(rows - len(q)) + cost.lm_head_s(rows) + cost.kv_materialize_s(rows)
+        return cost.draft_forward_s(q, kv, causal=False) + cost.target_forward_s(q, kv) + heads
 
     def prefill_gpu_s(self, cost, q, kv):
         base = super().prefill_gpu_s(cost, q, kv)

@@ -33,7 +33,7 @@ class RoundsMixin:
     def init_stats(self, block_size: int) -> None:
         self.gpu_busy_s = self.host_busy_s = self.bubble_s = 0.0
         self.decode_rounds = self.prefill_rounds = 0
-        self.verified_tokens = self.committed_tokens = self.raw_commits = 0
+        self.verified_tokens = self.committed_tokens = 0
         self.request_rounds = self.wasted_rows = self.preemptions = 0
         self.commit_hist = np.zeros(block_size + 1, dtype=np.int64)
         self.itl_values: list[np.ndarray] = []
@@ -58,33 +58,40 @@ class RoundsMixin:
             self.prefill_rounds += 1
 
     def _account_gpu(self, it) -> None:
-        if not len(it.gpu_s):
-            return
         n = len(it.gpu_s)
-        prev = np.concatenate([[self.gpu_free], it.end[:-1]])
-        gaps = it.start - prev
-        self.bubble_s += float(gaps[np.isfinite(gaps)].sum())
+        if not n:
+            return
+        start, end = it.start, it.end
+        if self.gpu_free > -np.inf:
+            self.bubble_s += float(start[0]) - self.gpu_free
+        if n > 1:
+            self.bubble_s += float(start[1:].sum() - end[:-1].sum())
         self.gpu_busy_s += float(it.gpu_s.sum())
         self.host_busy_s += it.plan_s * n
-        self.gpu_free = float(it.end[-1])
+        self.gpu_free = float(end[-1])
 
     def _launch_stretch(self, it) -> None:
+        """GPU-side effects of the stretch's rounds: KV, lengths, counters."""
         st, c, rows = self.slots, it.commits, it.rows
-        L = c.length
+        L, n = c.length, len(rows)
+        eff = c.c_eff.sum(axis=0)
         st.seq[rows] = c.seq_after[-1]
-        st.gen[rows] += c.c_eff.sum(axis=0)
-        st.reserve_to(rows, c.reserved_after)
+        st.gen[rows] += eff
+        reserved = c.reserved_after
+        st.kv_free -= int((reserved - c.res0).sum())
+        st.reserved[rows] = reserved
         live = c.live
         raw_live = c.c_raw[live]
-        st.rounds[rows] += live.sum(axis=0)
+        per_row = live.sum(axis=0)
+        st.rounds[rows] += per_row
         st.commit_sum[rows] += (c.c_raw * live).sum(axis=0)
         self.acceptance.advance(rows, L)
+        n_live = int(per_row.sum())
         self.decode_rounds += L
         self.verified_tokens += int(it.q.sum()) * L
-        self.committed_tokens += int(c.c_eff.sum())
-        self.raw_commits += int(raw_live.sum())
-        self.request_rounds += int(raw_live.size)
-        self.wasted_rows += int(live.size - raw_live.size)
+        self.committed_tokens += int(eff.sum())
+        self.request_rounds += n_live
+        self.wasted_rows += L * n - n_live
         self.commit_hist += np.bincount(raw_live, minlength=len(self.commit_hist))
 
     def _process_stretch(self, it) -> None:
@@ -99,44 +106,44 @@ class RoundsMixin:
             return
         self.host_busy_s += it.proc_s * n_proc
         T = it.H[1 + lag: 1 + lag + n_proc]
+        ce, seq, fr = c.c_eff[:n_proc], c.seq_after[n_proc - 1], c.fin_round
         valid = st.epoch[rows] == it.epochs
-        r = rows[valid]
-        ce = c.c_eff[:n_proc, valid]
-        emit = ce > 0
-        st.emitted[r] += ce.sum(axis=0)
-        st.host_seq[r] = c.seq_after[n_proc - 1, valid]
-        first_gaps = T[0] - st.last_emit[r[emit[0]]]
-        self.itl_values.append(first_gaps)
-        self.itl_weights.append(np.ones(len(first_gaps)))
+        if not valid.all():  # overlap: rows freed when the pending round was processed
+            rows, ce, seq, fr = rows[valid], ce[:, valid], seq[valid], fr[valid]
+        st.emitted[rows] += ce.sum(axis=0)
+        st.host_seq[rows] = seq
+        first = rows[ce[0] > 0]
+        self.itl_values.append(T[0] - st.last_emit[first])
+        self.itl_weights.append(np.ones(len(first)))
         if n_proc > 1:
             self.itl_values.append(np.diff(T))
-            self.itl_weights.append(emit[1:].sum(axis=1).astype(np.float64))
-        st.last_emit[r] = T[-1]
-        fr = c.fin_round[valid]
-        fin = (fr >= 0) & (fr < n_proc)
-        if fin.any():
-            self._finish(r[fin], T[fr[fin]])
+            self.itl_weights.append(np.count_nonzero(ce[1:], axis=1).astype(np.float64))
+        st.last_emit[rows] = T[-1]
+        if c.first_finish < n_proc:
+            fin = (fr >= 0) & (fr < n_proc)
+            self._finish(rows[fin], T[fr[fin]])
 
     def _process(self, rec: Record, t: float) -> None:
         """Host processing of one round's results at time t."""
         st = self.slots
-        valid = st.epoch[rec.slots] == rec.epochs
-        slots = rec.slots[valid]
+        slots, ce, first, fin, seq = rec.slots, rec.c_eff, rec.first, rec.fin, rec.host_seq
         if not slots.size:
             return
-        ce = rec.c_eff[valid]
+        valid = st.epoch[slots] == rec.epochs
+        if not valid.all():  # rows whose request finished or was preempted meanwhile
+            slots, ce, first, fin = slots[valid], ce[valid], first[valid], fin[valid]
+            seq = None if seq is None else seq[valid]
         st.emitted[slots] += ce
-        if rec.host_seq is not None:
-            st.host_seq[slots] = rec.host_seq[valid]
+        if seq is not None:
+            st.host_seq[slots] = seq
+        if first.any():
+            self.req.first_token_s[st.rid[slots[first]]] = t
         emit = ce > 0
-        first = rec.first[valid]
-        rids = st.rid[slots]
-        self.req.first_token_s[rids[first]] = t
         gap_rows = slots[emit & ~first]
-        self.itl_values.append(t - st.last_emit[gap_rows])
-        self.itl_weights.append(np.ones(len(gap_rows)))
+        if gap_rows.size:
+            self.itl_values.append(t - st.last_emit[gap_rows])
+            self.itl_weights.append(np.ones(gap_rows.size))
         st.last_emit[slots[emit]] = t
-        fin = rec.fin[valid]
         if fin.any():
             self._finish(slots[fin], np.full(int(fin.sum()), t))
 

@@ -36,13 +36,14 @@ class Commits:
     host_seq0: np.ndarray
     reserve: int
     lag: int
+    first_finish: int
 
     def cut(self, length: int) -> Commits:
         """The first `length` rounds."""
         s = slice(0, length)
         return Commits(length, self.c_raw[s], self.c_eff[s], self.live[s], self.fin_round,
                        self.kv[s], self.seq_after[s], self.res0, self.host_seq0,
-                       self.reserve, self.lag)
+                       self.reserve, self.lag, self.first_finish)
 
     def host_view(self, k: int) -> np.ndarray:
         """Committed lengths the host knows when it plans round k."""
@@ -72,8 +73,13 @@ def plan_commits(c_raw: np.ndarray, gen0: np.ndarray, out: np.ndarray, seq0: np.
     rem = out - gen0
     reached = cum >= rem  # monotone in k, so its last row says whether it ever happens
     fin_round = np.where(reached[-1], reached.argmax(axis=0), K)
-    fin_round[rem <= 0] = -1
-    first = int(fin_round.min())
+    first_finish = int(fin_round.min())  # round of the first finish, K if none
+    doomed = rem <= 0  # finished in a round whose results the host has not processed yet
+    if doomed.any():
+        fin_round[doomed] = -1
+        first = -1
+    else:
+        first = first_finish
     length = K if first >= K else min(K, first + 1 + lag)
     seq_after = seq0 + cum
     kv = seq_after - c_raw
@@ -88,7 +94,7 @@ def plan_commits(c_raw: np.ndarray, gen0: np.ndarray, out: np.ndarray, seq0: np.
     before = cum - c
     c_eff = np.minimum(cum, rem) - np.minimum(before, rem)
     return Commits(length, c, c_eff, before < rem, fin_round, kv[:length],
-                   seq_after[:length], res0, host_seq0, reserve, lag)
+                   seq_after[:length], res0, host_seq0, reserve, lag, first_finish)
 
 
 def timeline_sync(now: float, plan_s: float, gpu_s: np.ndarray, copy_s: float,
@@ -113,20 +119,27 @@ def timeline_overlap(now: float, plan_s: float, gpu_s: np.ndarray, copy_s: float
     Returns (H, start, end) as `timeline_sync`; round k's results are processed by H[k+2].
     """
     L = len(gpu_s)
+    a0 = now + plan_s
+    s0 = max(a0, gpu_free)
+    h1 = a0 if pending_proc_s is None else max(a0, gpu_free + copy_s) + pending_proc_s
+    end = s0 + np.cumsum(gpu_s)
+    start = end - gpu_s
     H = np.empty(L + 1)
-    start = np.empty(L)
-    end = np.empty(L)
-    h, prev_end = now, gpu_free
-    for k, g in enumerate(gpu_s.tolist()):
+    H[0], H[1] = now, h1
+    if L > 1:
+        # GPU-bound: the host is ready before the GPU frees, rounds run back to back
+        H[2:] = end[:-1] + (copy_s + proc_s)
+        if (H[1:-1] + plan_s <= end[:-1]).all():
+            return H, start, end
+    else:
+        return H, start, end
+    h, prev_end = h1, float(end[0])
+    for k, g in enumerate(gpu_s[1:].tolist(), start=1):
         a = h + plan_s
         s = a if a > prev_end else prev_end
+        start[k], end[k] = s, s + g
         H[k] = h
-        start[k] = s
-        end[k] = s + g
-        if k == 0:
-            h = a if pending_proc_s is None else max(a, prev_end + copy_s) + pending_proc_s
-        else:
-            h = max(a, prev_end + copy_s) + proc_s
+        h = max(a, prev_end + copy_s) + proc_s
         prev_end = s + g
     H[L] = h
     return H, start, end

@@ -94,3 +94,31 @@ def test_overlap_never_later_than_sync(gpu, plan, proc, copy, pending):
     Hs, ss, es = timeline_sync(0.0, plan, gpu, copy, proc)
     assert (np.diff(s) >= gpu[:-1] - 1e-12).all()  # one round at a time on the GPU
     assert e[-1] <= es[-1] + 1e-9
+
+
+def _overlap_reference(now, plan, gpu, copy, proc, gpu_free, pend):
+    """Iteration by iteration, as the docstring of timeline_overlap states it."""
+    H, start, end = [now], [], []
+    h, prev_end = now, gpu_free
+    for k, g in enumerate(gpu):
+        a = h + plan
+        s = max(a, prev_end)
+        start.append(s)
+        end.append(s + g)
+        if k == 0:
+            h = a if pend is None else max(a, prev_end + copy) + pend
+        else:
+            h = max(a, prev_end + copy) + proc
+        prev_end = s + g
+        H.append(h)
+    return np.array(H), np.array(start), np.array(end)
+
+
+@given(st.lists(st.floats(1e-5, 0.05), min_size=1, max_size=30), st.floats(0, 0.01),
+       st.floats(0, 0.01), st.floats(0, 0.002), st.floats(-1.0, 0.05),
+       st.one_of(st.none(), st.floats(0, 0.01)))
+def test_overlap_timeline_matches_its_definition(gpu, plan, proc, copy, gpu_free, pend):
+    got = timeline_overlap(0.0, plan, np.array(gpu), copy, proc, gpu_free, pend)
+    want = _overlap_reference(0.0, plan, gpu, copy, proc, gpu_free, pend)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
