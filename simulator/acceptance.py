@@ -100,7 +100,7 @@ class CurveAcceptance(AcceptanceModel):
             self._cache[block] = (s, 1.0 + s.sum(axis=1))
         return self._cache[block]
 
-    def admit(self, slots, rids):
+    def admit(self, slots: np.ndarray, rids: np.ndarray) -> None:
         if self.block_size == 1:
             return
         if self.logit0.ndim == 0:
@@ -122,7 +122,7 @@ class CurveAcceptance(AcceptanceModel):
         self._pos += count
         return out
 
-    def sample(self, slots, rounds, q):
+    def sample(self, slots: np.ndarray, rounds: int, q: np.ndarray) -> np.ndarray:
         n = len(slots)
         if self.block_size == 1:
             return np.ones((rounds, n), dtype=np.int64)
@@ -146,17 +146,17 @@ class ReplayAcceptance(AcceptanceModel):
         self.trace = np.zeros(n_slots, dtype=np.int64)
         self.ptr = np.zeros(n_slots, dtype=np.int64)
 
-    def admit(self, slots, rids):
+    def admit(self, slots: np.ndarray, rids: np.ndarray) -> None:
         self.trace[slots] = rids % len(self.lens)
         self.ptr[slots] = 0
         self.expected[slots] = np.minimum(self.means[self.trace[slots]], self.block_size)
 
-    def sample(self, slots, rounds, q):
+    def sample(self, slots: np.ndarray, rounds: int, q: np.ndarray) -> np.ndarray:
         t = self.trace[slots]
         k = (self.ptr[slots][None, :] + np.arange(rounds)[:, None]) % self.lens[t]
         return np.minimum(self.flat[self.starts[t] + k], q)
 
-    def advance(self, slots, rounds):
+    def advance(self, slots: np.ndarray, rounds: int) -> None:
         self.ptr[slots] += rounds
 
 
@@ -169,14 +169,14 @@ class MeanAcceptance(AcceptanceModel):
         self.phase = np.zeros(n_slots)
         self.expected[:] = tau
 
-    def admit(self, slots, rids):
+    def admit(self, slots: np.ndarray, rids: np.ndarray) -> None:
         self.phase[slots] = 0.0
 
-    def sample(self, slots, rounds, q):
+    def sample(self, slots: np.ndarray, rounds: int, q: np.ndarray) -> np.ndarray:
         k = np.arange(rounds + 1)[:, None] * self.tau + self.phase[slots][None, :]
         return np.minimum(np.diff(np.floor(k), axis=0).astype(np.int64), q)
 
-    def advance(self, slots, rounds):
+    def advance(self, slots: np.ndarray, rounds: int) -> None:
         self.phase[slots] = (self.phase[slots] + rounds * self.tau) % 1.0
 
 

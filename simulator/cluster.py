@@ -11,6 +11,8 @@ number of requests in the system and each replica's KV use and running batch.
 from __future__ import annotations
 
 import time
+from collections.abc import Generator, Mapping
+from typing import Any
 
 import numpy as np
 import simpy
@@ -82,7 +84,7 @@ class Cluster:
         if self.n_finished == len(self.req) and not self.done.triggered:
             self.done.succeed()
 
-    def arrivals(self):
+    def arrivals(self) -> Generator[simpy.Event, None, None]:
         """Open loop: dispatch pre-drawn arrivals at their times."""
         env, times = self.env, self.req.arrival_s
         for rid, t in enumerate(times.tolist()):
@@ -96,7 +98,7 @@ class Cluster:
             self._issue(rid, 0.0)
         self.next_rid = first
 
-    def sampler(self):
+    def sampler(self) -> Generator[simpy.Event, None, None]:
         """Record (t, in system, KV used, running, waiting) every sample period."""
         env, period = self.env, self.cfg.metrics.sample_period_s
         while True:
@@ -124,7 +126,8 @@ class Cluster:
             env.run(until=until)
 
 
-def run(cfg, *, cost_model: CostModel | None = None) -> SimResult:
+def run(cfg: SimConfig | Mapping[str, Any], *,
+        cost_model: CostModel | None = None) -> SimResult:
     """Simulate `cfg` (a SimConfig, dict or DictConfig); `cost_model` overrides
     `engine.cost_model` (e.g. a calibrated or test model)."""
     cfg = SimConfig.coerce(cfg)

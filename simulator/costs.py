@@ -105,21 +105,22 @@ class RooflineCostModel:
             return fixed + max(float(pairs) * pair_s, float(kv_tokens) * kv_tok_s)
         return np.maximum(pairs * pair_s, kv_tokens * kv_tok_s) + fixed
 
-    def target_forward_s(self, q_lens, kv_lens):
+    def target_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> np.ndarray | float:
         return self._stack_s(self._target_coef, q_lens, kv_lens, causal=True)
 
-    def draft_forward_s(self, q_lens, kv_lens, causal=True):
+    def draft_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray,
+                        causal: bool = True) -> np.ndarray | float:
         if self.draft is None:
             return np.zeros(np.shape(kv_lens)[:-1]) if np.ndim(kv_lens) > 1 else 0.0
         return self._stack_s(self._draft_coef, q_lens, kv_lens, causal)
 
-    def lm_head_s(self, n_rows):
+    def lm_head_s(self, n_rows: float) -> float:
         n = float(n_rows)
         flops = 2.0 * self.head_params * n
         nbytes = self.head_params * self.dtype + n * self.vocab * 8  # fp32 logits, write + read
         return max(flops / self.flops, nbytes / self.bw)
 
-    def kv_materialize_s(self, n_tokens):
+    def kv_materialize_s(self, n_tokens: float) -> float:
         if self.draft is None:
             return 0.0
         n = float(n_tokens)
@@ -127,13 +128,13 @@ class RooflineCostModel:
         nbytes = self.materialize_params * self.dtype + n * self.draft.kv_bytes_per_token
         return max(flops / self.flops, nbytes / self.bw) + self.launch
 
-    def host_plan_s(self, batch_size):
+    def host_plan_s(self, batch_size: int) -> float:
         return self.host[0] + self.host[1] * batch_size
 
-    def host_process_s(self, batch_size):
+    def host_process_s(self, batch_size: int) -> float:
         return self.host[2] + self.host[3] * batch_size
 
-    def copy_s(self):
+    def copy_s(self) -> float:
         return self.copy
 
 

@@ -42,7 +42,8 @@ class SpecMethod:
         """Commit lengths (rounds, n) of the next `rounds` rounds of these slots."""
         return acceptance.sample(slots, rounds, q)
 
-    def decode_gpu_s(self, cost: CostModel, q: np.ndarray, kv: np.ndarray):
+    def decode_gpu_s(self, cost: CostModel, q: np.ndarray,
+                     kv: np.ndarray) -> np.ndarray | float:
         """GPU time of decode rounds; kv is (n,) or (rounds, n) committed KV lengths."""
         return cost.target_forward_s(q, kv) + cost.lm_head_s(q.sum())
 
@@ -60,7 +61,8 @@ class ArChain(SpecMethod):
 
     name = "ar_chain"
 
-    def decode_gpu_s(self, cost, q, kv):
+    def decode_gpu_s(self, cost: CostModel, q: np.ndarray,
+                     kv: np.ndarray) -> np.ndarray | float:
         steps = self.block_size - 1
         if steps == 0:
             return super().decode_gpu_s(cost, q, kv)
@@ -72,7 +74,7 @@ class ArChain(SpecMethod):
         extend = cost.draft_forward_s(q, kv)
         return draft + extend + cost.target_forward_s(q, kv) + cost.lm_head_s(q.sum())
 
-    def prefill_gpu_s(self, cost, q, kv):
+    def prefill_gpu_s(self, cost: CostModel, q: np.ndarray, kv: np.ndarray) -> float:
         base = super().prefill_gpu_s(cost, q, kv)
         if self.block_size == 1:
             return base
@@ -84,14 +86,15 @@ class DFlash(SpecMethod):
 
     name = "dflash"
 
-    def decode_gpu_s(self, cost, q, kv):
+    def decode_gpu_s(self, cost: CostModel, q: np.ndarray,
+                     kv: np.ndarray) -> np.ndarray | float:
         if self.block_size == 1:
             return super().decode_gpu_s(cost, q, kv)
         rows = float(q.sum())
         heads = cost.lm_head_s(rows - len(q)) + cost.lm_head_s(rows) + cost.kv_materialize_s(rows)
         return cost.draft_forward_s(q, kv, causal=False) + cost.target_forward_s(q, kv) + heads
 
-    def prefill_gpu_s(self, cost, q, kv):
+    def prefill_gpu_s(self, cost: CostModel, q: np.ndarray, kv: np.ndarray) -> float:
         base = super().prefill_gpu_s(cost, q, kv)
         if self.block_size == 1:
             return base

@@ -14,8 +14,12 @@ in the system with arrival rate times mean E2E (only when every request finished
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from simulator.cluster import Cluster
 
 QUANTILES = (50, 90, 99)
 
@@ -77,7 +81,7 @@ def _littles_law(req, finished, samples: np.ndarray, t0: float, t1: float) -> di
             "samples": len(inside)}
 
 
-def summarize(cluster, wall_s: float) -> SimResult:
+def summarize(cluster: Cluster, wall_s: float) -> SimResult:
     """Summary, records and time series of a finished `Cluster` run."""
     cfg, req, reps = cluster.cfg, cluster.req, cluster.replicas
     rec = _request_records(req, reps)

@@ -17,6 +17,7 @@ processes them; see `rounds.py` for how records are applied.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Generator
 
 import numpy as np
 import simpy
@@ -96,7 +97,7 @@ class Replica(RoundsMixin):
             self._interruptible = False
             self.process.interrupt()
 
-    def serve_loop(self):
+    def serve_loop(self) -> Generator[simpy.Event, None, None]:
         """The engine loop: plan, wait until the iteration is over, apply its results."""
         env = self.env
         while True:

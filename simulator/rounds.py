@@ -9,8 +9,12 @@ last launched round as `pending` until the next iteration).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from simulator.replica import Iteration
 
 
 @dataclass
@@ -39,7 +43,7 @@ class RoundsMixin:
         self.itl_values: list[np.ndarray] = []
         self.itl_weights: list[np.ndarray] = []
 
-    def commit(self, it) -> None:
+    def commit(self, it: Iteration) -> None:
         """Apply a finished iteration (its end is env.now)."""
         self._account_gpu(it)
         if it.kind == "decode":

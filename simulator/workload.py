@@ -47,7 +47,8 @@ class Requests:
     committed_tokens: np.ndarray
 
     @classmethod
-    def new(cls, arrival_s, prompt_tokens, output_tokens, difficulty) -> Requests:
+    def new(cls, arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
+            difficulty: np.ndarray) -> Requests:
         n = len(prompt_tokens)
         return cls(
             arrival_s=np.asarray(arrival_s, dtype=np.float64),
@@ -122,7 +123,7 @@ def load_trace(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return cols[0][order], cols[1][order].astype(np.int64), cols[2][order].astype(np.int64)
 
 
-def make_requests(cfg: SimConfig, streams) -> Requests:
+def make_requests(cfg: SimConfig, streams: dict[str, np.random.SeedSequence]) -> Requests:
     """The run's requests; closed-loop arrival times are NaN until issued."""
     w = cfg.workload
     if w.arrival == "trace":

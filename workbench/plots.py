@@ -20,6 +20,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from simulator.metrics import SimResult  # noqa: E402
+
+Runs = list[tuple[str, float | None, SimResult]]
+
 
 def _by_label(runs):
     out: dict[str, list] = {}
@@ -36,7 +40,7 @@ def _xaxis(ax, runs, xlabel: str) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def plot_throughput(runs, out: Path, xlabel: str) -> Path:
+def plot_throughput(runs: Runs, out: Path, xlabel: str) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, pts in _by_label(runs).items():
         x = [p for p, _ in pts]
@@ -47,7 +51,7 @@ def plot_throughput(runs, out: Path, xlabel: str) -> Path:
     return _save(fig, out / "throughput.png")
 
 
-def plot_latency(runs, out: Path, xlabel: str) -> Path:
+def plot_latency(runs: Runs, out: Path, xlabel: str) -> Path:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for label, pts in _by_label(runs).items():
         x = [p for p, _ in pts]
@@ -68,7 +72,7 @@ def _last_per_label(runs):
     return {label: pts[-1][1] for label, pts in _by_label(runs).items()}
 
 
-def plot_commit_hist(runs, out: Path) -> Path | None:
+def plot_commit_hist(runs: Runs, out: Path) -> Path | None:
     spec = {k: r for k, r in _last_per_label(runs).items() if r.summary["block_size"] > 1}
     if not spec:
         return None
@@ -85,7 +89,7 @@ def plot_commit_hist(runs, out: Path) -> Path | None:
     return _save(fig, out / "commit_hist.png")
 
 
-def plot_timeline(runs, out: Path) -> Path:
+def plot_timeline(runs: Runs, out: Path) -> Path:
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     for label, r in _last_per_label(runs).items():
         ts = r.timeseries
@@ -100,7 +104,7 @@ def plot_timeline(runs, out: Path) -> Path:
     return _save(fig, out / "timeline.png")
 
 
-def plot_runs(runs, out_dir: Path, xlabel: str = "concurrency") -> list[Path]:
+def plot_runs(runs: Runs, out_dir: Path, xlabel: str = "concurrency") -> list[Path]:
     """Write every plot of a simulate job into out_dir; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [plot_timeline(runs, out_dir)]

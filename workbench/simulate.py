@@ -35,6 +35,8 @@ from simulator.params import ConfigError, SimConfig, SpecParams
 from workbench.config import SimulateConfig, load, register_configs
 from workbench.results import write_json, write_requests_csv
 
+Runs = list[tuple[str, float | None, simulator.SimResult]]
+
 
 def label_of(spec: SpecParams) -> str:
     return spec.method if spec.method == "none" else f"{spec.method} B={spec.block_size}"
@@ -65,7 +67,7 @@ def plan_runs(app: SimulateConfig) -> tuple[str, list[tuple[str, float | None, S
     return name, runs
 
 
-def run_all(runs, progress: bool) -> list[tuple[str, float | None, simulator.SimResult]]:
+def run_all(runs: list[tuple[str, float | None, SimConfig]], progress: bool) -> Runs:
     """Simulate every planned run, with a rich progress bar."""
     out = []
     with Progress(transient=True, disable=not progress) as bar:
@@ -81,7 +83,7 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{1e3 * x:.1f}"
 
 
-def table(results, point_name: str) -> Table:
+def table(results: Runs, point_name: str) -> Table:
     """The terminal summary: one row per run, speedup against the baseline at that point;
     tau is the mean over requests (the papers' definition)."""
     base = {p: r for label, p, r in results if label == "none"}
@@ -105,7 +107,7 @@ def table(results, point_name: str) -> Table:
     return t
 
 
-def write_outputs(app: SimulateConfig, cfg: DictConfig, results, point_name: str,
+def write_outputs(app: SimulateConfig, cfg: DictConfig, results: Runs, point_name: str,
                   out: Path) -> list[Path]:
     """summary.json, requests.csv, config_resolved.yaml and the plots, under `out`."""
     out.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from workbench.config import SimulateConfig
 from workbench.simulate import plan_runs
 
@@ -67,6 +69,7 @@ def test_bad_value_exits_before_running(tmp_path):
 
 
 def test_multirun_with_the_joblib_launcher(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")  # the `sweep` extra
     proc = _simulate("--multirun", "hydra/launcher=joblib", "experiment=smoke",
                      "spec.block_size=4,8", f"hydra.sweep.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
