@@ -1,14 +1,14 @@
 """`generate`: batched autoregressive or speculative decoding on the paged engine.
 
 A batch of prompts is admitted into the KV pool (each request reserves prompt + 2B slots),
-prefilled in one ragged forward, then decoded round by round. A speculative round runs
-prepare_block -> propose -> verify (target forward over B tokens, capturing the proposer's
-layers) -> accept (greedy accept_bonus or chain sampling) -> commit (DFlash: KV injection of
-the committed columns), all on the device, then makes one host sync that reads the commit
-lengths and tokens. The host appends them, cuts a request after its first stop token or at
-max_new_tokens, frees its slots, and the others continue (the batch is re-packed only when
-its membership changes). Slots are reserved to committed + 2B before each round and never
-freed per round. Plain decoding (proposer=None) is the same loop with B = 1 and no draft.
+prefilled in one ragged forward, then decoded round by round with `Engine.round`
+(reference/engine.py: prepare_block -> propose -> verify -> accept -> commit, all on the
+device), each round followed by one host sync that reads the commit lengths and tokens. The
+host appends them, cuts a request after its first stop token or at max_new_tokens, frees its
+slots, and the others continue (the batch is re-packed only when its membership changes).
+Slots are reserved to committed + 2B before each round and never freed per round. Plain
+decoding (proposer=None) is the same loop with B = 1 and no draft. The continuous-batching
+server (reference/serve/) runs the same rounds with arrivals, chunked prefill and overlap.
 """
 
 from __future__ import annotations
@@ -18,16 +18,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from reference import ops
-from reference.cuda_graphs import GraphCache, bucket
-from reference.kv_pool import KVPool, KVShape
-from reference.model import ForwardBatch, Target
-from reference.proposers import Proposer, Round
-from reference.verify import Sampling, sample, verify_greedy, verify_sampling
+from reference.cuda_graphs import bucket
+from reference.device import to_device
+from reference.engine import PHASES, Clock, DecodeBatch, Engine, Runtime, runtime
+from reference.model import Target
+from reference.proposers import Proposer
+from reference.verify import Sampling
 
-MEM_FRACTION = 0.85  # of device memory, for weights plus KV pool (SGLang's mem_fraction_static)
-MIN_ROWS = 256  # request rows of a CUDA pool
-PHASES = ("draft", "verify", "accept", "inject")
+_Runtime = Runtime  # the name tests/reference/test_generate.py builds pools with
 
 
 @dataclass
@@ -37,12 +35,6 @@ class GenerateOutput:
     tokens: list[list[int]]
     accept_lengths: list[list[int]]
     stats: dict
-
-
-@dataclass
-class _Runtime:
-    pool: KVPool
-    graphs: GraphCache
 
 
 @dataclass
@@ -60,65 +52,18 @@ class _Request:
         return self.prompt_len + len(self.tokens) - 1
 
 
-def runtime(target: Target, draft: KVShape | None, max_requests: int,
-            context_len: int) -> _Runtime:
-    """The target's pool and graphs, rebuilt only when they cannot hold this batch."""
-    rt = target.runtime
-    if rt is not None and rt.pool.can_hold(draft, max_requests, context_len):
-        return rt
-    if target.device.type == "cuda":  # rows are cheap; rebuilding loses the CUDA graphs
-        max_requests = max(max_requests, MIN_ROWS)
-    if rt is not None:
-        rt.pool.close()
-    target.runtime = rt = None
-    shape = KVShape(target.config.num_layers, target.config.num_kv_heads, target.config.head_dim)
-    if target.device.type == "cuda":
-        torch.cuda.empty_cache()
-        pool = KVPool.from_budget(MEM_FRACTION, max_requests, context_len, shape, draft,
-                                  target.dtype, target.device)
-    else:
-        pool = KVPool(max_requests * context_len + 1, max_requests, context_len, shape, draft,
-                      target.dtype, target.device)
-    target.runtime = _Runtime(pool, GraphCache(target.device))
-    return target.runtime
-
-
-class _Clock:
-    """Marks phase boundaries on the device timeline (CUDA events) or the host clock."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.marks: list = []
-
-    def mark(self) -> None:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.marks.append(event)
-        else:
-            self.marks.append(time.perf_counter())
-
-    def intervals(self) -> list[float]:
-        """Seconds between consecutive marks (call after the device is synchronized)."""
-        pairs = zip(self.marks, self.marks[1:])
-        if self.cuda:
-            return [a.elapsed_time(b) / 1e3 for a, b in pairs]
-        return [b - a for a, b in pairs]
-
-
 class _Engine:
     """One generate() call: requests, device state of the running batch, and the stats."""
 
     def __init__(self, target: Target, prompts, proposer: Proposer | None, max_new: int,
                  sampling: Sampling, stop: set[int], seed: int):
-        self.target, self.proposer, self.sampling = target, proposer, sampling
+        self.target, self.proposer = target, proposer
         self.max_new, self.stop = max_new, stop
         self.block = proposer.block_size if proposer else 1
         need = max(len(p) for p in prompts) + max_new + 2 * self.block
-        self.rt = runtime(target, proposer.draft_kv if proposer else None,
-                          bucket(len(prompts)), -(-need // 64) * 64)
-        self.pool = self.rt.pool
-        self.gen = torch.Generator(device=target.device).manual_seed(seed)
+        rt = runtime(target, proposer.draft_kv if proposer else None, bucket(len(prompts)),
+                     -(-need // 64) * 64)
+        self.pool = rt.pool
         self.times = dict.fromkeys((*PHASES, "host"), 0.0)
         self.rounds = 0
         self.reqs: list[_Request] = []
@@ -129,8 +74,8 @@ class _Engine:
         except Exception:
             self.release()
             raise
+        self.engine = Engine(target, proposer, rt, sampling, seed)
         if proposer is not None:
-            proposer.bind(target, self.pool, self.rt.graphs)
             proposer.start([r.row for r in self.reqs], [r.index for r in self.reqs],
                            [r.prompt_len for r in self.reqs])
         self.live: list[_Request] = []
@@ -151,25 +96,7 @@ class _Engine:
                 return
 
     def prefill(self, prompts) -> None:
-        dev, bs = self.target.device, len(prompts)
-        lens = torch.tensor([len(p) for p in prompts], device=dev)
-        width = int(lens.max())
-        ids = torch.zeros(bs, width, dtype=torch.int64)
-        for b, p in enumerate(prompts):
-            ids[b, : len(p)] = torch.tensor(p)
-        ids = ids.to(dev)
-        rows = torch.tensor([r.row for r in self.reqs], device=dev)
-        positions = torch.arange(width, device=dev).expand(bs, width)
-        cache_loc = torch.where(positions < lens[:, None],
-                                self.pool.req_to_token[rows, :width].long(), 0)
-        batch = ForwardBatch(positions, cache_loc, rows, lens)
-        capture = self.proposer.target_layer_ids if self.proposer else ()
-        hidden, aux = self.target.forward(ids, batch, self.pool.req_to_token, self.pool.k,
-                                          self.pool.v, capture=capture, fast=False)
-        last = hidden[torch.arange(bs, device=dev), lens - 1]
-        first = sample(self.target.logits(last), self.sampling, self.gen)
-        if self.proposer is not None:
-            self.proposer.prefill(ids, batch, aux)
+        first = self.engine.prefill([r.row for r in self.reqs], prompts, [0] * len(prompts))
         for r, tok in zip(self.reqs, first.tolist()):
             self._append(r, [tok])
 
@@ -180,73 +107,27 @@ class _Engine:
         pad = [0] * (bucket(bs) - bs)
 
         def tensor(values):
-            return torch.tensor(values + pad, dtype=torch.int64, device=dev)
+            return to_device(values + pad, dev)
 
         self.verified_id = tensor([r.tokens[-1] for r in self.live])
         self.prefix_lens = tensor([r.committed for r in self.live])
         self.req_rows = tensor([r.row for r in self.live])
         self.valid = tensor([1] * bs)
 
-    def _decode_fn(self, ids, positions, cache_loc, req_rows, kv_lens):
-        batch = ForwardBatch(positions, cache_loc, req_rows, kv_lens)
-        hidden, _ = self.target.forward(ids, batch, self.pool.req_to_token, self.pool.k,
-                                        self.pool.v)
-        return self.target.logits(hidden[:, -1])
-
-    def _verify_fn(self, candidates, positions, cache_loc, req_rows, kv_lens):
-        batch = ForwardBatch(positions, cache_loc, req_rows, kv_lens)
-        hidden, aux = self.target.forward(candidates, batch, self.pool.req_to_token,
-                                          self.pool.k, self.pool.v,
-                                          capture=self.proposer.target_layer_ids)
-        return self.target.logits(hidden), aux
-
     def step(self) -> None:
         """One round (speculative) or one decode step (plain), then the host's bookkeeping."""
         start = time.perf_counter()
         if not self.live or any(r.done for r in self.live):
             self._pack()
-        for r in self.live:
-            self.pool.reserve(r.row, r.committed + 2 * self.block)
-        clock = _Clock(self.target.device)
+        self.pool.reserve_many([r.row for r in self.live],
+                               [r.committed + 2 * self.block for r in self.live])
+        clock = Clock(self.target.device)
         clock.mark()
-        block_ids, positions, cache_loc = ops.prepare_block(
-            self.verified_id, self.prefix_lens, self.req_rows, self.pool.req_to_token,
-            block_size=self.block, mask_token_id=self.proposer.mask_token_id
-            if self.proposer else 0)
-        kv_lens = self.prefix_lens + self.block
-        if self.proposer is None:
-            clock.mark()
-            logits = self.rt.graphs.run(("decode",), self._decode_fn, block_ids, positions,
-                                        cache_loc, self.req_rows, kv_lens)
-            clock.mark()
-            nxt = sample(logits, self.sampling, self.gen)
-            commit = self.valid.to(torch.int32)
-            out_tokens, bonus = nxt[:, None], nxt
-            new_seq_lens = self.prefix_lens + 1
-            clock.mark()
-        else:
-            rnd = Round(self.verified_id, self.prefix_lens, self.req_rows, block_ids, positions,
-                        cache_loc)
-            proposal = self.proposer.propose(rnd)
-            clock.mark()
-            logits, aux = self.rt.graphs.run(("verify", self.proposer.target_layer_ids),
-                                             self._verify_fn, proposal.candidates, positions,
-                                             cache_loc, self.req_rows, kv_lens)
-            clock.mark()
-            if self.sampling.greedy:
-                res = verify_greedy(proposal.candidates, logits, self.prefix_lens)
-            else:
-                res = verify_sampling(proposal.candidates, logits, self.prefix_lens,
-                                      self.sampling, self.gen, proposal.q)
-            commit = res.commit_lens * self.valid.to(torch.int32)
-            out_tokens, bonus, new_seq_lens = res.out_tokens, res.bonus, res.new_seq_lens
-            clock.mark()
-            self.proposer.commit(rnd, aux, commit)
-        clock.mark()
-        self.verified_id = bonus * self.valid
-        self.prefix_lens = new_seq_lens * self.valid
-        host = torch.cat([commit[:, None].long(), out_tokens], dim=1)[: len(self.live)].tolist()
-        for r, (n, *toks) in zip(self.live, host):
+        out = self.engine.round(DecodeBatch(self.verified_id, self.prefix_lens, self.req_rows,
+                                            self.valid), clock)
+        self.verified_id, self.prefix_lens = out.bonus, out.new_seq_lens
+        host = torch.cat([out.commit_lens[:, None].long(), out.out_tokens], dim=1)
+        for r, (n, *toks) in zip(self.live, host[: len(self.live)].tolist()):
             r.commits.append(n)
             self._append(r, toks[:n])
         for name, dt in zip(PHASES, clock.intervals()):

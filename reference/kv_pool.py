@@ -10,9 +10,12 @@ allocated (the weights). Requests reserve slots ahead of use and free them all a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+from reference.device import to_device
 
 
 class PoolFullError(RuntimeError):
@@ -99,23 +102,35 @@ class KVPool:
 
     def reserve(self, row: int, num_tokens: int) -> None:
         """Make sure positions [0, num_tokens) of `row` have slots (never shrinks)."""
-        owned = self._row_slots[row]
-        need = num_tokens - len(owned)
-        if need <= 0:
+        self.reserve_many([row], [num_tokens])
+
+    def reserve_many(self, rows: Sequence[int], num_tokens: Sequence[int]) -> None:
+        """`reserve` for several rows at once, with one asynchronous write to the table."""
+        grow = [(row, n, n - len(self._row_slots[row])) for row, n in zip(rows, num_tokens)]
+        grow = [g for g in grow if g[2] > 0]
+        if not grow:
             return
-        if num_tokens > self.context_len:
-            raise PoolFullError(f"request needs {num_tokens} positions, the table width "
-                                f"(context_len) is {self.context_len}")
-        if need > len(self._free_slots):
-            raise PoolFullError(f"request needs {need} more KV slots, {len(self._free_slots)} "
+        for _, n, _ in grow:
+            if n > self.context_len:
+                raise PoolFullError(f"request needs {n} positions, the table width "
+                                    f"(context_len) is {self.context_len}")
+        total = sum(need for _, _, need in grow)
+        if total > len(self._free_slots):
+            who = "request needs" if len(grow) == 1 else f"{len(grow)} requests need"
+            raise PoolFullError(f"{who} {total} more KV slots, {len(self._free_slots)} "
                                 f"of {self.num_slots - 1} are free; lower the batch or "
                                 "raise mem_fraction")
-        new = self._free_slots[-need:][::-1]
-        del self._free_slots[-need:]
-        start = len(owned)
-        owned.extend(new)
-        self.req_to_token[row, start:num_tokens] = torch.tensor(new, dtype=torch.int32).to(
-            self.req_to_token.device, non_blocking=True)
+        index: list[list[int]] = [[], [], []]  # table rows, columns, slots
+        for row, n, need in grow:
+            new = self._free_slots[-need:][::-1]
+            del self._free_slots[-need:]
+            owned = self._row_slots[row]
+            index[0] += [row] * need
+            index[1] += range(len(owned), n)
+            index[2] += new
+            owned.extend(new)
+        rows_t, cols, slots = to_device(index, self.req_to_token.device).unbind(0)
+        self.req_to_token.index_put_((rows_t, cols), slots.to(torch.int32))
 
     def release(self, row: int) -> None:
         """Free every slot of `row` and the row itself."""

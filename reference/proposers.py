@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import torch
 
+from reference.device import to_device
 from reference.kv_pool import KVPool, KVShape
 from reference.model import Target
 
@@ -140,11 +141,14 @@ class OracleProposer(Proposer):
         self._gen.manual_seed(self.seed)
 
     def start(self, rows, request_ids, prompt_lens) -> None:
-        for row, rid, plen in zip(rows, request_ids, prompt_lens):
-            stream = self.streams[rid]
-            self._stream[row] = 0
-            self._stream[row, : len(stream)] = torch.tensor(stream, dtype=torch.int64)
-            self._prompt_len[row] = plen
+        streams = torch.zeros(len(rows), self._stream.shape[1], dtype=torch.int64)
+        for i, rid in enumerate(request_ids):
+            streams[i, : len(self.streams[rid])] = torch.tensor(self.streams[rid],
+                                                                dtype=torch.int64)
+        device = self._stream.device
+        index = to_device(rows, device)  # asynchronous: the serving loop calls this mid-flight
+        self._stream[index] = to_device(streams, device)
+        self._prompt_len[index] = to_device(prompt_lens, device)
 
     def prefill(self, input_ids, batch, aux) -> None:
         if self.shadow is not None:
