@@ -142,3 +142,18 @@ def decayed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, weights: t
     loss = (ce * weights).sum() / weights.sum().clamp_min(math.ulp(1.0))
     acc = (logits.argmax(-1) == labels).float().mean()
     return loss, acc
+
+
+def block_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor,
+               index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Loss of draft logits against same-position labels, anchor column excluded.
+
+    Args:
+        logits: (M, B-1, V), column i = block position i+1 (`draft_forward`'s output).
+        labels, weights: (bs, N, B) from `block_targets`.
+        index: (M, 2) (sequence, anchor index) of each block row of logits.
+    Returns: `decayed_cross_entropy` over the positions of positive weight.
+    """
+    labels, weights = (t[index[:, 0], index[:, 1], 1:] for t in (labels, weights))
+    keep = weights > 0
+    return decayed_cross_entropy(logits[keep], labels[keep], weights[keep])

@@ -35,9 +35,9 @@ from reference.toy.draft_model import (
 )
 from reference.toy.gen_data import ToyDataset
 from reference.toy.objective import (
+    block_loss,
     block_targets,
     build_target_layer_ids,
-    decayed_cross_entropy,
     default_gamma,
     position_weights,
     random_anchors,
@@ -49,7 +49,8 @@ from reference.toy.train_target import lr_at
 
 @dataclass(frozen=True)
 class DFlashTrainConfig:
-    """One drafter run. gamma None: the paper's value for the block size."""
+    """One drafter run. gamma None: the paper's value for the block size. max_minutes: the
+    schedule runs on wall time when that is shorter than `steps` (a stage time limit)."""
 
     block_size: int = 16
     gamma: float | None = None
@@ -64,6 +65,7 @@ class DFlashTrainConfig:
     warmup: float = 0.04
     clip: float = 1.0
     seed: int = 0
+    max_minutes: float | None = None
 
     def layer_ids(self, num_target_layers: int) -> list[int]:
         k = self.num_features or min(5, max(1, num_target_layers - 3))
@@ -87,9 +89,15 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
     layout = block_layout(ids, anchors, valid, cfg.block_size, model.config.mask_token_id)
     features = target_features(target, ids, lens, model.config.target_layer_ids)
     logits = block_logits(model.drafter(target), target, features, layout)  # (M, B-1, V)
-    labels, w = (t[layout.index[:, 0], layout.index[:, 1], 1:] for t in (labels, w))
-    keep = w > 0
-    return decayed_cross_entropy(logits[keep], labels[keep], w[keep])
+    return block_loss(logits, labels, w, layout.index)
+
+
+def _progress(step: int, elapsed_s: float, cfg: DFlashTrainConfig) -> float:
+    """Fraction of the run done: by steps, or by wall time when max_minutes runs out first."""
+    done = step / cfg.steps
+    if cfg.max_minutes:
+        done = max(done, elapsed_s / (60 * cfg.max_minutes))
+    return done
 
 
 def usable_sequences(data: ToyDataset, block_size: int) -> list[int]:
@@ -100,7 +108,8 @@ def usable_sequences(data: ToyDataset, block_size: int) -> list[int]:
 
 def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainConfig,
                  mask_token_id: int, log_every: int | None = None) -> dict:
-    """Train one drafter; saves it to `out` (z-lab format) and returns its metrics."""
+    """Train one drafter; saves it to `out` (z-lab format) and returns its metrics
+    (loss_first: the first step's; loss_last: the mean over the last 10% of steps)."""
     raw = drafter_config_dict(target.config, num_layers=cfg.num_layers,
                               block_size=cfg.block_size, mask_token_id=mask_token_id,
                               target_layer_ids=cfg.layer_ids(target.config.num_layers))
@@ -113,26 +122,31 @@ def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainCo
     gen = torch.Generator(device=target.device).manual_seed(cfg.seed)
     pick = torch.Generator().manual_seed(cfg.seed)
     log_every = log_every or max(1, cfg.steps // 20)
-    history, t0 = [], time.time()
-    for step in range(cfg.steps):
+    history, losses, t0, step = [], [], time.time(), 0
+    while (progress := _progress(step, time.time() - t0, cfg)) < 1.0:
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg.steps, cfg.lr, cfg.warmup)
+            group["lr"] = lr_at(int(progress * 10_000), 10_000, cfg.lr, cfg.warmup)
         rows = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=pick)
         loss, acc = step_loss(model, target, data, [pool[i] for i in rows], cfg, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
         opt.step()
-        if step % log_every == 0 or step == cfg.steps - 1:
-            history.append({"step": step, "loss": float(loss), "acc": float(acc),
+        losses.append(loss.detach())
+        last = _progress(step + 1, time.time() - t0, cfg) >= 1.0
+        if step % log_every == 0 or last:
+            history.append({"step": step, "loss": float(loss.detach()), "acc": float(acc),
                             "wall_s": time.time() - t0})
             print(f"dflash B={cfg.block_size} step {step:5d}/{cfg.steps}  loss "
-                  f"{float(loss):.3f}  acc {float(acc):.3f}  {time.time() - t0:6.1f}s",
-                  flush=True)
+                  f"{history[-1]['loss']:.3f}  acc {history[-1]['acc']:.3f}  "
+                  f"{time.time() - t0:6.1f}s", flush=True)
+        step += 1
     model.save(out)
     metrics = {"params": sum(p.numel() for p in model.parameters()),
-               "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"],
-               "acc_last": history[-1]["acc"], "wall_s": time.time() - t0,
+               "loss_first": float(losses[0]),
+               "loss_last": float(torch.stack(losses[-max(1, step // 10):]).mean()),
+               "acc_last": history[-1]["acc"], "steps_done": step,
+               "wall_s": time.time() - t0,
                "sequences": len(pool), "config": asdict(cfg), "history": history,
                "target_layer_ids": raw["dflash_config"]["target_layer_ids"]}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -143,7 +157,8 @@ def config_from_args(args: argparse.Namespace) -> DFlashTrainConfig:
     return DFlashTrainConfig(block_size=args.block, gamma=args.gamma, no_decay=args.no_decay,
                              uniform=args.uniform, num_layers=args.layers,
                              num_features=args.features, num_anchors=args.anchors,
-                             batch=args.batch, steps=args.steps, lr=args.lr, seed=args.seed)
+                             batch=args.batch, steps=args.steps, lr=args.lr, seed=args.seed,
+                             max_minutes=args.max_minutes)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -159,6 +174,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--steps", type=int, default=d.steps)
     ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--max-minutes", type=float, default=None, help="wall-time budget")
 
 
 def main() -> None:

@@ -1,0 +1,166 @@
+"""The toy world's whole recipe from one command, in stages that resume.
+
+    python -m reference.toy.recipe --out artifacts/toy [--size small] [--stage NAME] [--micro]
+
+Stages, in order: tokenizer -> target -> data -> dflash-b16 -> dflash-b8 -> eval. Each
+writes its outputs and a `stage.json` (its key: a hash of its parameters and of the keys of
+the stages before it; the command, seed, metrics and wall time) into out/<stage>/. A stage
+whose stage.json holds the current key and whose outputs exist is skipped, so rerunning the
+command resumes after the last finished stage, and changing a parameter reruns that stage
+and everything after it. `--stage NAME` runs one stage (the earlier ones must be done).
+On an H200 each stage is meant to stay under 10 minutes (the drafters train on a wall-time
+budget); `--micro` is the CPU scale the tests run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from reference.toy.train_dflash import DFlashTrainConfig
+
+STAGES = ("tokenizer", "target", "data", "dflash-b16", "dflash-b8", "eval")
+OUTPUTS = {"tokenizer": ("tokenizer.json",), "target": ("config.json", "model.safetensors"),
+           "data": ("train.safetensors",), "dflash": ("config.json", "model.safetensors"),
+           "eval": ("metrics.json",)}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Every parameter of the recipe; `drafters` are trained in order, one stage each."""
+
+    size: str = "small"
+    vocab: int = 4096
+    max_files: int | None = None
+    target_steps: int | None = None
+    num_prompts: int = 20000
+    prompt_len: tuple[int, int] = (64, 256)
+    max_new: int = 256
+    gen_batch: int = 256
+    drafters: tuple[DFlashTrainConfig, ...] = (
+        DFlashTrainConfig(block_size=16, steps=6000, max_minutes=8.0),
+        DFlashTrainConfig(block_size=8, steps=6000, max_minutes=8.0),
+    )
+    eval_prompts: int = 64
+    eval_max_new: int = 256
+    seed: int = 0
+
+    def drafter(self, stage: str) -> DFlashTrainConfig:
+        return self.drafters[STAGES.index(stage) - STAGES.index("dflash-b16")]
+
+
+MICRO = Recipe(size="micro", max_files=40, target_steps=30, num_prompts=12,
+               prompt_len=(8, 24), max_new=40, gen_batch=6,
+               drafters=(DFlashTrainConfig(block_size=16, num_layers=1, num_anchors=8, batch=6,
+                                           steps=25, lr=3e-3),
+                         DFlashTrainConfig(block_size=8, num_layers=1, num_anchors=8, batch=6,
+                                           steps=25, lr=3e-3)),
+               eval_prompts=4, eval_max_new=24)
+
+
+def _device() -> tuple[str, torch.dtype]:
+    cuda = torch.cuda.is_available()
+    return ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+
+
+def _params(recipe: Recipe, stage: str) -> dict:
+    r = asdict(recipe)
+    if stage == "tokenizer":
+        return {k: r[k] for k in ("vocab", "max_files")}
+    if stage == "target":
+        return {k: r[k] for k in ("size", "target_steps", "max_files", "seed")}
+    if stage == "data":
+        return {k: r[k] for k in ("num_prompts", "prompt_len", "max_new", "max_files", "seed")}
+    if stage == "eval":
+        return {k: r[k] for k in ("eval_prompts", "eval_max_new", "seed")}
+    return asdict(recipe.drafter(stage))
+
+
+def stage_key(recipe: Recipe, stage: str) -> str:
+    """sha256 of the stage's parameters and of the keys of every earlier stage."""
+    upstream = [stage_key(recipe, s) for s in STAGES[: STAGES.index(stage)]]
+    blob = json.dumps({"stage": stage, "params": _params(recipe, stage), "upstream": upstream},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def is_done(out: Path, recipe: Recipe, stage: str) -> bool:
+    record = out / stage / "stage.json"
+    files = OUTPUTS["dflash" if stage.startswith("dflash") else stage]
+    if not record.is_file() or not all((out / stage / f).is_file() for f in files):
+        return False
+    return json.loads(record.read_text()).get("key") == stage_key(recipe, stage)
+
+
+def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
+    from reference.loaders import load_target
+    from reference.toy import stages
+
+    device, dtype = _device()
+    if stage == "tokenizer":
+        return stages.tokenizer(out / stage, recipe.vocab, recipe.max_files)
+    tok_path = out / "tokenizer" / "tokenizer.json"
+    if stage == "target":
+        return stages.target(out / stage, recipe.size, tok_path, recipe.target_steps,
+                             recipe.max_files, recipe.seed, device)
+    target = load_target(out / "target", device=device, dtype=dtype)
+    if stage == "data":
+        return stages.data(out / stage, target, tok_path, recipe)
+    if stage == "eval":
+        return stages.evaluate(out, target, tok_path, recipe,
+                               [s for s in STAGES if s.startswith("dflash")])
+    return stages.drafter(out / stage, target, tok_path, out / "data" / "train.safetensors",
+                          recipe.drafter(stage))
+
+
+def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool = False,
+               command: str = "") -> dict[str, dict]:
+    """Run every stage not done (or just `only`); returns each run stage's record."""
+    records = {}
+    for stage in STAGES if only is None else (only,):
+        todo = [s for s in STAGES[: STAGES.index(stage)] if not is_done(out, recipe, s)]
+        if todo:
+            raise RuntimeError(f"stage {stage!r} needs {todo} first")
+        if is_done(out, recipe, stage) and not force:
+            print(f"recipe: {stage} is done, skipped", flush=True)
+            continue
+        print(f"recipe: {stage} ...", flush=True)
+        t0 = time.time()
+        (out / stage).mkdir(parents=True, exist_ok=True)
+        metrics = _run_stage(out, recipe, stage)
+        records[stage] = {"stage": stage, "key": stage_key(recipe, stage),
+                          "params": _params(recipe, stage), "command": command,
+                          "seed": recipe.seed, "wall_s": time.time() - t0,
+                          "metrics": metrics}
+        (out / stage / "stage.json").write_text(json.dumps(records[stage], indent=2))
+        print(f"recipe: {stage} done in {time.time() - t0:.1f}s", flush=True)
+    return records
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--size", choices=("micro", "small", "base"), default="small")
+    ap.add_argument("--micro", action="store_true", help="the CPU-test scale")
+    ap.add_argument("--stage", choices=STAGES, default=None, help="run only this stage")
+    ap.add_argument("--force", action="store_true", help="rerun stages that are done")
+    ap.add_argument("--zoo", type=Path, default=None, help="export the results here")
+    args = ap.parse_args()
+    recipe = MICRO if args.micro else replace(Recipe(), size=args.size)
+    command = " ".join(["python -m reference.toy.recipe", *sys.argv[1:]])
+    run_recipe(args.out, recipe, args.stage, args.force, command)
+    if args.zoo is not None:
+        from reference.toy.zoo import export_zoo
+
+        print(json.dumps(export_zoo(args.out, args.zoo)["total_bytes"]))
+
+
+if __name__ == "__main__":
+    main()

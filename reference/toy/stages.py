@@ -1,0 +1,93 @@
+"""The stages of the toy recipe (reference/toy/recipe.py): each writes one folder, returns metrics.
+
+tokenizer -> target -> data -> drafter (one per block size) -> evaluate. The evaluation
+decodes held-out test prompts greedily with and without each drafter and reports tau, the
+commit-length histogram, how many requests match plain greedy token for token, and the
+tokens/s of both (wall-clock on whatever device ran it).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from reference.generate import generate
+from reference.model import Target
+from reference.toy.corpus import read_texts
+from reference.toy.gen_data import gen_data, load_dataset, sample_windows, split_files
+from reference.toy.tokenizer import EOT, MASK, load_tokenizer, train_tokenizer
+from reference.toy.train_dflash import DFlashTrainConfig, train_dflash
+from reference.toy.train_target import train_target
+
+
+def tokenizer(out: Path, vocab: int, max_files: int | None) -> dict:
+    tok = train_tokenizer(read_texts("train", max_files=max_files), vocab_size=vocab)
+    tok.save(str(out / "tokenizer.json"))
+    return {"vocab_size": tok.get_vocab_size(), "eot_id": tok.token_to_id(EOT),
+            "mask_id": tok.token_to_id(MASK)}
+
+
+def target(out: Path, size: str, tok_path: Path, steps: int | None, max_files: int | None,
+           seed: int, device: str) -> dict:
+    return train_target(size, out, tokenizer_path=tok_path, steps=steps, max_files=max_files,
+                        seed=seed, device=device)
+
+
+def data(out: Path, tgt: Target, tok_path: Path, recipe) -> dict:
+    lo, hi = recipe.prompt_len
+    metrics = gen_data(tgt, load_tokenizer(tok_path), out / "train.safetensors",
+                       num_prompts=recipe.num_prompts, min_len=lo, max_len=hi,
+                       max_new=recipe.max_new, batch_size=recipe.gen_batch, seed=recipe.seed,
+                       max_files=recipe.max_files)
+    release(tgt)
+    return metrics
+
+
+def drafter(out: Path, tgt: Target, tok_path: Path, data_path: Path,
+            cfg: DFlashTrainConfig) -> dict:
+    mask_id = load_tokenizer(tok_path).token_to_id(MASK)
+    metrics = train_dflash(tgt, load_dataset(data_path), out, cfg, mask_id)
+    shutil.copy(tok_path, out / "tokenizer.json")
+    return {k: v for k, v in metrics.items() if k != "history"}
+
+
+def heldout_prompts(tok, n: int, prompt_len: tuple[int, int], seed: int,
+                    max_files: int | None = None) -> list[list[int]]:
+    """n windows of the test split (files never seen by the target or the drafters)."""
+    lo, hi = prompt_len
+    return sample_windows(split_files(tok, "test", max_files, lo), n, lo, hi, seed + 1)
+
+
+def evaluate(out: Path, tgt: Target, tok_path: Path, recipe, drafter_stages: list[str]
+             ) -> dict:
+    """Greedy decoding of held-out prompts: plain, then with every drafter."""
+    from reference.loaders import load_dflash
+
+    tok = load_tokenizer(tok_path)
+    prompts = heldout_prompts(tok, recipe.eval_prompts, recipe.prompt_len, recipe.seed,
+                              recipe.max_files)
+    kw = dict(max_new_tokens=recipe.eval_max_new, stop_token_ids=(tok.token_to_id(EOT),))
+    plain = generate(tgt, prompts, **kw)
+    result = {"prompts": len(prompts), "ar_tokens_per_s": plain.stats["tokens_per_s"]}
+    for stage in drafter_stages:
+        spec = generate(tgt, prompts, proposer=load_dflash(out / stage, tgt), **kw)
+        result[stage] = {
+            "tau": spec.stats["tau"], "commit_hist": spec.stats["commit_hist"],
+            "tokens_per_s": spec.stats["tokens_per_s"],
+            "match_plain": sum(a == b for a, b in zip(spec.tokens, plain.tokens)),
+        }
+    (out / "eval" / "metrics.json").write_text(json.dumps(result, indent=2))
+    release(tgt)
+    return result
+
+
+def release(tgt: Target) -> None:
+    """Drop the engine's KV pool (most of the GPU's memory) before the next stage."""
+    if tgt.runtime is not None:
+        tgt.runtime.pool.close()
+        tgt.runtime = None
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
