@@ -17,25 +17,42 @@ processes them; see `rounds.py` for how records are applied.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
 
+from simulator.acceptance import AcceptanceModel
+from simulator.costs import CostModel
+from simulator.methods import SpecMethod
+from simulator.params import SimConfig
 from simulator.rounds import Record, RoundsMixin
 from simulator.slots import SlotTable
-from simulator.stretch import plan_commits, timeline_overlap, timeline_sync
+from simulator.stretch import Commits, plan_commits, timeline_overlap, timeline_sync
+from simulator.workload import Requests
 
 
+@dataclass
 class Iteration:
-    """A planned iteration: times (H, GPU start/end) and what to apply at its end."""
+    """A planned iteration (`kind` prefill, decode or pending): H[k] is when the host starts
+    iteration k's planning, H[-1] when the whole iteration is over; GPU start/end per round;
+    host seconds per plan and per processed round; what to apply at the end (the prefill's
+    `record`, or a decode stretch's rows, their epochs, verify lengths and commits)."""
 
-    def __init__(self, kind: str, H: np.ndarray, start: np.ndarray, end: np.ndarray,
-                 gpu_s: np.ndarray, plan_s: float, proc_s: float, pending_proc_s: float,
-                 **extra):
-        self.kind, self.H, self.start, self.end, self.gpu_s = kind, H, start, end, gpu_s
-        self.plan_s, self.proc_s, self.pending_proc_s = plan_s, proc_s, pending_proc_s
-        self.__dict__.update(extra)
+    kind: str
+    H: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    gpu_s: np.ndarray
+    plan_s: float
+    proc_s: float
+    pending_proc_s: float
+    record: Record | None = None
+    rows: np.ndarray | None = None
+    epochs: np.ndarray | None = None
+    q: np.ndarray | None = None
+    commits: Commits | None = None
 
     @property
     def wake(self) -> float:
@@ -54,8 +71,10 @@ class Iteration:
 class Replica(RoundsMixin):
     """A replica's scheduler, KV pool and timelines."""
 
-    def __init__(self, env: simpy.Environment, index: int, cfg, cost, method, acceptance,
-                 requests, capacity_tokens: int, on_finish):
+    def __init__(self, env: simpy.Environment, index: int, cfg: SimConfig, cost: CostModel,
+                 method: SpecMethod, acceptance: AcceptanceModel, requests: Requests,
+                 capacity_tokens: int,
+                 on_finish: Callable[[np.ndarray, np.ndarray], None]):
         self.env, self.index, self.cfg = env, index, cfg
         self.cost, self.method, self.acceptance, self.req = cost, method, acceptance, requests
         self.on_finish = on_finish
