@@ -56,7 +56,7 @@ class Recipe:
         return self.drafters[STAGES.index(stage) - STAGES.index("dflash-b16")]
 
 
-MICRO = Recipe(size="micro", max_files=40, target_steps=30, num_prompts=12,
+MICRO = Recipe(size="micro", vocab=512, max_files=40, target_steps=30, num_prompts=12,
                prompt_len=(8, 24), max_new=40, gen_batch=6,
                drafters=(DFlashTrainConfig(block_size=16, num_layers=1, num_anchors=8, batch=6,
                                            steps=25, lr=3e-3),

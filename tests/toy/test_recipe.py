@@ -1,0 +1,94 @@
+"""The whole toy recipe at micro scale on the CPU, end to end.
+
+tokenizer -> micro target (a few steps) -> the target's greedy continuations -> DFlash
+drafters (B = 16 and 8, a few steps; the loss must fall) -> load_dflash -> speculative
+generate equals plain greedy token for token (lossless whatever the drafter's quality), with
+tau >= 1. Then: a rerun skips every stage, a changed parameter invalidates exactly the
+stages from it on, and the zoo manifest pins every file by sha256.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from reference.generate import generate
+from reference.loaders import load_dflash, load_target
+from reference.toy.gen_data import load_dataset
+from reference.toy.recipe import MICRO, STAGES, is_done, run_recipe
+from reference.toy.stages import heldout_prompts
+from reference.toy.tokenizer import EOT, load_tokenizer
+from reference.toy.zoo import export_zoo, verify_zoo
+
+
+@pytest.fixture(scope="module")
+def micro(tmp_path_factory):
+    out = tmp_path_factory.mktemp("toy")
+    records = run_recipe(out, MICRO, command="test")
+    return out, records
+
+
+def test_every_stage_ran_and_the_drafter_losses_fell(micro):
+    out, records = micro
+    assert list(records) == list(STAGES)
+    for stage in ("dflash-b16", "dflash-b8"):
+        m = records[stage]["metrics"]
+        assert m["loss_last"] < m["loss_first"], (stage, m)
+    assert records["target"]["metrics"]["train_loss_last"] < \
+        records["target"]["metrics"]["train_loss_first"]
+
+
+def test_data_holds_the_targets_own_greedy_continuations(micro):
+    out, _ = micro
+    data = load_dataset(out / "data" / "train.safetensors")
+    assert len(data) == MICRO.num_prompts
+    ids, loss_mask, lens = data.batch([0, 1])
+    plen = int(data.prompt_lens[0])
+    assert not loss_mask[0, :plen].any() and loss_mask[0, plen : int(lens[0])].all()
+    assert not loss_mask[0, int(lens[0]):].any()
+    target = load_target(out / "target", dtype=torch.float32)
+    eot = load_tokenizer(out / "tokenizer" / "tokenizer.json").token_to_id(EOT)
+    again = generate(target, [ids[0, :plen].tolist()], max_new_tokens=MICRO.max_new,
+                     stop_token_ids=(eot,))
+    assert again.tokens[0] == ids[0, plen : int(lens[0])].tolist()
+
+
+def test_trained_drafters_are_lossless_with_tau_at_least_one(micro):
+    out, records = micro
+    tok = load_tokenizer(out / "tokenizer" / "tokenizer.json")
+    target = load_target(out / "target", dtype=torch.float32)
+    prompts = heldout_prompts(tok, 3, MICRO.prompt_len, seed=7, max_files=MICRO.max_files)
+    plain = generate(target, prompts, max_new_tokens=20)
+    for stage, block in (("dflash-b16", 16), ("dflash-b8", 8)):
+        proposer = load_dflash(out / stage, target)
+        assert proposer.block_size == block
+        spec = generate(target, prompts, proposer=proposer, max_new_tokens=20)
+        assert spec.tokens == plain.tokens
+        assert spec.stats["tau"] >= 1.0
+        ev = records["eval"]["metrics"][stage]
+        assert ev["match_plain"] == MICRO.eval_prompts and 1.0 <= ev["tau"] <= block
+
+
+def test_rerun_skips_and_a_change_invalidates_downstream(micro):
+    out, _ = micro
+    assert run_recipe(out, MICRO) == {}
+    b8 = dataclasses.replace(MICRO.drafters[1], steps=MICRO.drafters[1].steps + 1)
+    changed = dataclasses.replace(MICRO, drafters=(MICRO.drafters[0], b8))
+    assert [is_done(out, changed, s) for s in STAGES] == [True] * 4 + [False, False]
+    with pytest.raises(RuntimeError, match="needs"):
+        run_recipe(out, changed, only="eval")
+
+
+def test_zoo_manifest_pins_every_file(micro, tmp_path):
+    out, _ = micro
+    manifest = export_zoo(out, tmp_path / "zoo", max_bytes=200 * 2**20)
+    assert "target/model.safetensors" in manifest["files"]
+    assert manifest["stages"]["dflash-b16"]["command"] == "test"
+    assert manifest["stages"]["target"]["seed"] == MICRO.seed
+    assert verify_zoo(tmp_path / "zoo") == []
+    (tmp_path / "zoo" / "dflash-b8" / "config.json").write_text("{}")
+    assert verify_zoo(tmp_path / "zoo") == ["dflash-b8/config.json"]
+    with pytest.raises(ValueError, match="cap"):
+        export_zoo(out, tmp_path / "zoo2", max_bytes=1000)
