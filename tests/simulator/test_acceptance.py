@@ -109,3 +109,20 @@ def test_mean_only_is_deterministic_with_the_right_mean():
     assert c[:, 0].tolist() == [6, 6, 6, 7, 6, 6, 6, 7]
     model.advance(slots, 8)
     assert model.sample(slots, 8, np.full(2, 16)).sum(axis=0).tolist() == [50, 50]
+
+
+@pytest.mark.parametrize("mode", ["sync", "overlap"])
+def test_replay_and_mean_models_through_the_engine(tmp_path, mode):
+    from tests.simulator.helpers import simulate, small
+
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps([[4, 4, 4, 4], [2, 6]]))
+    _, res = simulate(small("dflash", engine__mode=mode, spec__acceptance="replay",
+                            spec__replay_path=str(path)))
+    hist = np.asarray(res.summary["speculation"]["commit_hist"])
+    assert set(np.flatnonzero(hist)) <= {2, 4, 6}
+    assert res.summary["speculation"]["tau"] == pytest.approx(4.0, abs=0.1)
+    _, res = simulate(small("dflash", engine__mode=mode, spec__acceptance="mean",
+                            spec__tau=5.5))
+    per_request = res.requests["tau"]
+    assert np.nanmax(per_request) - np.nanmin(per_request) < 1.0  # no per-request spread

@@ -3,11 +3,13 @@ before any run with a message naming the key and the allowed range."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
+import simulator
 from simulator.params import ConfigError
 from workbench.config import SimulateConfig, load, register_configs
 
@@ -43,10 +45,15 @@ def _needs_joblib(group: str, option: str) -> bool:
 
 
 @pytest.mark.parametrize("group,option", list(_options()))
-def test_option_composes_and_validates(group, option):
+def test_option_composes_validates_and_runs(group, option):
     if _needs_joblib(group, option):
         pytest.importorskip("hydra_plugins.hydra_joblib_launcher")  # the `sweep` extra
-    assert isinstance(load(_compose(f"{group}={option}")), SimulateConfig)
+    app = load(_compose(f"{group}={option}"))
+    assert isinstance(app, SimulateConfig)
+    small = dataclasses.replace(app, workload=dataclasses.replace(
+        app.workload, num_requests=8, duration_s=None, concurrency=4))
+    result = simulator.run(small)
+    assert result.summary["requests"]["finished"] == 8
 
 
 def test_schema_defaults_are_the_default_config():
