@@ -132,6 +132,10 @@ class KVPool:
         rows_t, cols, slots = to_device(index, self.req_to_token.device).unbind(0)
         self.req_to_token.index_put_((rows_t, cols), slots.to(torch.int32))
 
+    def reserved(self, row: int) -> int:
+        """Positions [0, n) of `row` have slots; returns n."""
+        return len(self._row_slots[row])
+
     def release(self, row: int) -> None:
         """Free every slot of `row` and the row itself."""
         slots = self._row_slots.pop(row)
