@@ -1,0 +1,187 @@
+"""The serving loop: overlap == sync == plain greedy per request, slots, lag bounds, trace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from reference.cuda_graphs import GraphCache
+from reference.engine import Runtime
+from reference.generate import generate
+from reference.kv_pool import KVPool, KVShape
+from reference.loaders import load_dflash
+from reference.proposers import OracleProposer, geometric_survival
+from reference.serve import (
+    ClosedLoop,
+    OpenLoop,
+    ServeConfig,
+    make_requests,
+    poisson_arrivals,
+    serve,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: OpenMP threads only add contention (ms per op on a loaded machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _prompts(lens, vocab, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lens]
+
+
+def _plain(target, prompts, max_new, stop=()):
+    """Plain greedy tokens of each request alone (cut at its own max_new_tokens)."""
+    out = generate(target, prompts, max_new_tokens=max(max_new), stop_token_ids=stop).tokens
+    return [toks[:m] for toks, m in zip(out, max_new)]
+
+
+def _proposer(kind, target, drafter_dir, block, streams, seed=0):
+    if kind == "ar":
+        return None
+    if kind == "dflash":
+        return load_dflash(drafter_dir, target, block_size=block)
+    curve = geometric_survival(1 + (block - 1) * 0.6, block) if block > 1 else []
+    return OracleProposer(streams, block, curve, seed=seed)
+
+
+def _assert_pool_empty(target):
+    pool = target.runtime.pool
+    pool.check()
+    assert pool.free_slots == pool.num_slots - 1
+    assert not pool.req_to_token.any()
+
+
+@given(lens=st.lists(st.integers(1, 12), min_size=1, max_size=7),
+       max_new=st.lists(st.integers(1, 24), min_size=7, max_size=7),
+       block=st.integers(1, 8), kind=st.sampled_from(["ar", "dflash", "oracle"]),
+       concurrency=st.integers(1, 4), rate=st.none() | st.floats(0.1, 2.0),
+       budget=st.integers(1, 16), max_running=st.integers(1, 4),
+       stop_at=st.none() | st.integers(0, 20), seed=st.integers(0, 2**16))
+def test_overlap_equals_sync_equals_plain_greedy(target, drafter_dir, lens, max_new, block,
+                                                 kind, concurrency, rate, budget,
+                                                 max_running, stop_at, seed):
+    note(f"{lens=} {max_new=} {block=} {kind=} {concurrency=} {rate=} {budget=} "
+         f"{max_running=} {stop_at=} {seed=}")
+    prompts = _prompts(lens, target.config.vocab_size, seed)
+    max_new = max_new[: len(prompts)]
+    streams = _plain(target, prompts, max_new)
+    stop = () if stop_at is None else (streams[0][min(stop_at, len(streams[0]) - 1)],)
+    want = _plain(target, prompts, max_new, stop)
+    arrivals = None if rate is None else poisson_arrivals(rate, len(prompts), seed)
+    reqs = make_requests(prompts, max_new, arrivals)
+    if kind == "ar":
+        block = 1
+    for mode in ("sync", "overlap"):
+        workload = OpenLoop(reqs) if rate is not None else ClosedLoop(reqs, concurrency)
+        cfg = ServeConfig(mode=mode, max_running=max_running, prefill_budget=budget,
+                          stop_token_ids=stop, clock="steps", check=True, seed=seed)
+        out = serve(target, workload, proposer=_proposer(kind, target, drafter_dir, block,
+                                                         streams, seed), config=cfg)
+        assert out.tokens == want, mode
+        assert [lv.req.rid for lv in out.requests] == list(range(len(prompts)))
+        for lv in out.requests:
+            assert all(1 <= c <= block for c in lv.commits)
+            assert sum(lv.commits) >= len(lv.tokens) - 1
+        assert out.stats["max_lag"] <= (block if mode == "overlap" else 0)
+        if mode == "sync":
+            assert out.stats["discarded_rows"] == 0
+        _assert_pool_empty(target)
+
+
+def test_overlap_lags_one_round_and_discards_the_extra_round(target):
+    """Overlap plans with stale host lengths (lag up to B) and runs finished requests once
+    more; rows and slots are reused by later requests."""
+    block = 6
+    prompts = _prompts([5, 9, 3, 7, 4, 8, 2, 6], target.config.vocab_size, seed=11)
+    max_new = [13, 7, 20, 1, 9, 16, 4, 11]
+    streams = _plain(target, prompts, max_new)
+    reqs = make_requests(prompts, max_new)
+    stats = {}
+    for mode in ("sync", "overlap"):
+        oracle = OracleProposer(streams, block, geometric_survival(4.0, block), seed=3)
+        out = serve(target, ClosedLoop(reqs, 3), proposer=oracle,
+                    config=ServeConfig(mode=mode, clock="steps", check=True, prefill_budget=6))
+        assert out.tokens == streams
+        assert len({lv.row for lv in out.requests}) <= 3 < len(reqs)  # rows were reused
+        stats[mode] = out.stats
+    assert stats["sync"]["max_lag"] == 0 and stats["sync"]["discarded_rows"] == 0
+    assert 0 < stats["overlap"]["max_lag"] <= block
+    assert stats["overlap"]["discarded_rows"] > 0
+    _assert_pool_empty(target)
+
+
+def test_admission_waits_for_kv_headroom(target):
+    """A pool with room for two requests' claims serves five, never more than two at once."""
+    cfg = target.config
+    block, max_new = 4, [10] * 5
+    prompts = _prompts([6] * 5, cfg.vocab_size, seed=2)
+    streams = _plain(target, prompts, max_new)
+    claim = 6 + 10 + 2 * block
+    pool = KVPool(2 * claim + 3, 8, 64, KVShape(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim),
+                  None, target.dtype, "cpu")
+    target.runtime = Runtime(pool, GraphCache("cpu"))
+    try:
+        oracle = OracleProposer(streams, block, geometric_survival(2.5, block))
+        out = serve(target, ClosedLoop(make_requests(prompts, max_new), 5), proposer=oracle,
+                    config=ServeConfig(mode="overlap", clock="steps", check=True,
+                                       max_running=4))
+        assert out.tokens == streams
+        assert max(bs for _, bs, _, _ in out.timeline.steps) == 2
+        assert target.runtime is not None and target.runtime.pool is pool
+        _assert_pool_empty(target)
+        big = make_requests([[1] * 30], 30)  # fits the table (64 wide), not the 50 slots
+        with pytest.raises(ValueError, match="KV slots"):
+            serve(target, OpenLoop(big), config=ServeConfig(clock="steps", max_running=4))
+    finally:
+        target.runtime = None
+
+
+def test_wall_clock_arrivals_and_sampling(target, dflash):
+    prompts = _prompts([4, 7, 2, 5], target.config.vocab_size, seed=4)
+    reqs = make_requests(prompts, 12, [0.0, 0.002, 0.004, 0.03])
+    cfg = ServeConfig(mode="overlap", sampling=ServeConfig().sampling._replace(temperature=0.9,
+                                                                               top_k=8))
+    out = serve(target, OpenLoop(reqs), proposer=dflash, config=cfg)
+    assert [len(t) for t in out.tokens] == [12] * 4
+    assert all(lv.arrive_s >= lv.req.arrival_s for lv in out.requests)
+    assert out.stats["throughput_tok_s"] > 0 and out.stats["tpot_s"] > 0
+    _assert_pool_empty(target)
+
+
+def test_closed_loop_keeps_concurrency():
+    reqs = make_requests([[1]] * 5, 3)
+    loop = ClosedLoop(reqs, 2)
+    assert [r.rid for r in loop.due(0.0)] == [0, 1] and loop.next_arrival() is None
+    loop.on_finish(reqs[0], 7.0)
+    assert loop.next_arrival() == 7.0 and [r.rid for r in loop.due(7.0)] == [2]
+    times = poisson_arrivals(5.0, 2000, seed=1)
+    assert times == sorted(times) and abs(times[-1] / 2000 - 0.2) < 0.02
+
+
+def test_timeline_is_a_chrome_trace_of_host_phases_and_device_steps(target, dflash, tmp_path):
+    prompts = _prompts([5, 3, 8], target.config.vocab_size, seed=9)
+    out = serve(target, ClosedLoop(make_requests(prompts, [9, 14, 5]), 2), proposer=dflash,
+                config=ServeConfig(mode="overlap", prefill_budget=4))
+    trace = json.loads(out.timeline.write(tmp_path / "trace.json").read_text())
+    events = trace["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 and e["ts"] >= -1.0 for e in spans)
+    names = {e["name"] for e in spans}
+    assert {"plan", "launch", "wait", "process", "results to host", *("draft", "verify",
+            "accept", "inject")} <= names
+    steps = [e for e in spans if e["cat"] in ("decode", "prefill")]
+    s = out.stats
+    assert len(steps) == s["decode_rounds"] + s["prefill_steps"]
+    assert sum(e["cat"] == "prefill" for e in steps) >= 2  # chunked: 8 tokens, budget 4
+    assert {e["name"] for e in events if e["ph"] == "M"} == {"process_name", "thread_name"}
+    assert 0.0 <= s["gpu_idle_fraction"] < 1.0 and s["host_ms_per_step"] > 0
