@@ -13,6 +13,7 @@ COMMANDS = {
     "simulate": ("workbench.simulate", "simulate a serving engine (Hydra app; the main job)"),
     "decode": ("workbench.decode", "decode prompts with the reference engine (AR or DFlash)"),
     "kernels-check": ("kernels.check", "check every Triton kernel against its oracle"),
+    "serve-bench": ("workbench.serve_bench", "serving loop: sync vs overlap, concurrency sweep"),
 }
 
 
