@@ -11,7 +11,8 @@ Scenarios (the issue's targets):
 - `main_job`: the 14 simulations of `python -m workbench simulate` (simulator time only).
 
 Prints a table, then one JSON line (also written to --out) with the git SHA, versions and
-CPU count. Wall times are the best of --repeat runs; the machine's other load shows in them.
+CPU count and the 1-minute load average. Wall times are the best of --repeat runs (the
+cluster hour runs once); other processes on the machine show in them, less so in CPU time.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def _stamp() -> dict:
         sha = None
     versions = {p: metadata.version(p) for p in ("numpy", "simpy")}
     return {"git_sha": sha, "python": platform.python_version(), **versions,
-            "cpus": len(os.sched_getaffinity(0)), "platform": platform.platform(),
+            "cpus": len(os.sched_getaffinity(0)), "load_avg_1m": os.getloadavg()[0],
+            "platform": platform.platform(),
             "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
