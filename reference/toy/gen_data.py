@@ -52,6 +52,13 @@ def sample_windows(files: list[list[int]], n: int, min_len: int, max_len: int,
     return out
 
 
+def split_prompts(tok, split: str, n: int, prompt_len: tuple[int, int], seed: int,
+                  max_files: int | None = None) -> list[list[int]]:
+    """n windows of one corpus split (validation and test files are never trained on)."""
+    lo, hi = prompt_len
+    return sample_windows(split_files(tok, split, max_files, lo), n, lo, hi, seed)
+
+
 def continue_prompts(target: Target, prompts: list[list[int]], *, max_new: int,
                      batch_size: int, stop_ids=(), temperature: float = 0.0,
                      seed: int = 0) -> list[list[int]]:

@@ -17,7 +17,7 @@ import torch
 from reference.generate import generate
 from reference.model import Target
 from reference.toy.corpus import read_texts
-from reference.toy.gen_data import gen_data, load_dataset, sample_windows, split_files
+from reference.toy.gen_data import gen_data, load_dataset, split_prompts
 from reference.toy.tokenizer import EOT, MASK, load_tokenizer, train_tokenizer
 from reference.toy.train_dflash import DFlashTrainConfig, train_dflash
 from reference.toy.train_target import train_target
@@ -54,21 +54,14 @@ def drafter(out: Path, tgt: Target, tok_path: Path, data_path: Path,
     return {k: v for k, v in metrics.items() if k != "history"}
 
 
-def heldout_prompts(tok, n: int, prompt_len: tuple[int, int], seed: int,
-                    max_files: int | None = None) -> list[list[int]]:
-    """n windows of the test split (files never seen by the target or the drafters)."""
-    lo, hi = prompt_len
-    return sample_windows(split_files(tok, "test", max_files, lo), n, lo, hi, seed + 1)
-
-
 def evaluate(out: Path, tgt: Target, tok_path: Path, recipe, drafter_stages: list[str]
              ) -> dict:
     """Greedy decoding of held-out prompts: plain, then with every drafter."""
     from reference.loaders import load_dflash
 
     tok = load_tokenizer(tok_path)
-    prompts = heldout_prompts(tok, recipe.eval_prompts, recipe.prompt_len, recipe.seed,
-                              recipe.max_files)
+    prompts = split_prompts(tok, "test", recipe.eval_prompts, recipe.prompt_len,
+                            recipe.seed + 1, recipe.max_files)
     kw = dict(max_new_tokens=recipe.eval_max_new, stop_token_ids=(tok.token_to_id(EOT),))
     plain = generate(tgt, prompts, **kw)
     result = {"prompts": len(prompts), "ar_tokens_per_s": plain.stats["tokens_per_s"]}

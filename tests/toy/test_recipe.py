@@ -16,18 +16,10 @@ import torch
 
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
-from reference.toy.gen_data import load_dataset
+from reference.toy.gen_data import load_dataset, split_prompts
 from reference.toy.recipe import MICRO, STAGES, is_done, run_recipe
-from reference.toy.stages import heldout_prompts
 from reference.toy.tokenizer import EOT, load_tokenizer
 from reference.toy.zoo import export_zoo, verify_zoo
-
-
-@pytest.fixture(scope="module")
-def micro(tmp_path_factory):
-    out = tmp_path_factory.mktemp("toy")
-    records = run_recipe(out, MICRO, command="test")
-    return out, records
 
 
 def test_every_stage_ran_and_the_drafter_losses_fell(micro):
@@ -59,7 +51,7 @@ def test_trained_drafters_are_lossless_with_tau_at_least_one(micro):
     out, records = micro
     tok = load_tokenizer(out / "tokenizer" / "tokenizer.json")
     target = load_target(out / "target", dtype=torch.float32)
-    prompts = heldout_prompts(tok, 3, MICRO.prompt_len, seed=7, max_files=MICRO.max_files)
+    prompts = split_prompts(tok, "test", 3, MICRO.prompt_len, seed=7, max_files=MICRO.max_files)
     plain = generate(target, prompts, max_new_tokens=20)
     for stage, block in (("dflash-b16", 16), ("dflash-b8", 8)):
         proposer = load_dflash(out / stage, target)

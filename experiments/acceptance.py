@@ -1,0 +1,191 @@
+"""`python -m experiments.acceptance [overrides]`: measured acceptance of the toy drafters.
+
+For every corpus split, temperature, drafter and test-time block size, decodes the split's
+prompts with the toy target (reference engine, batched) plainly and speculatively, side by
+side, and reports tau (mean commit length), the commit-length histogram, the survival curve
+S(k) = P(commit_len >= k) with the conditional acceptance alpha_k = S(k+1) / S(k), the
+repetition rate of the outputs (degenerate loops inflate tau), how many requests equal plain
+decoding token for token (T = 0), and the speedup in tokens/s over plain decoding in the
+same run (meaningful on the GPU only). Writes results.csv, curves.csv, results.md,
+survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder.
+
+Examples:
+    python -m experiments.acceptance artifacts=artifacts/toy
+    python -m experiments.acceptance 'block_sizes=[4,8,16,32]' 'splits=[test]'
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+
+
+@dataclass
+class AcceptanceConfig:
+    """Schema of conf/acceptance/config.yaml; block_sizes empty: each drafter's own B."""
+
+    artifacts: str = "artifacts/toy"
+    drafters: list[str] = field(default_factory=lambda: ["dflash-b16", "dflash-b8"])
+    block_sizes: list[int] = field(default_factory=list)
+    splits: list[str] = field(default_factory=lambda: ["validation", "test"])
+    temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])
+    num_prompts: int = 64
+    prompt_len: list[int] = field(default_factory=lambda: [64, 256])
+    max_new_tokens: int = 256
+    max_files: int | None = None
+    device: str = "auto"
+    seed: int = 0
+    plots: bool = True
+
+
+def acceptance_curves(accept_lengths: list[list[int]], block_size: int) -> dict:
+    """tau, histogram (k = 1..B), survival S(k) and conditional alpha_k of commit lengths."""
+    commits = [c for per_request in accept_lengths for c in per_request]
+    n = max(len(commits), 1)
+    hist = [sum(c == k for c in commits) / n for k in range(1, block_size + 1)]
+    survival = [sum(c >= k for c in commits) / n for k in range(1, block_size + 1)]
+    alpha = [survival[k] / survival[k - 1] if survival[k - 1] > 0 else 0.0
+             for k in range(1, block_size)]
+    return {"tau": sum(commits) / n, "rounds": len(commits), "hist": hist,
+            "survival": survival, "alpha": alpha}
+
+
+def repetition_rate(outputs: list[list[int]], n: int = 4) -> float:
+    """Fraction of the outputs' n-grams that already occurred earlier in the same output."""
+    seen_total = repeats = 0
+    for tokens in outputs:
+        seen = set()
+        for i in range(len(tokens) - n + 1):
+            gram = tuple(tokens[i : i + n])
+            repeats += gram in seen
+            seen.add(gram)
+            seen_total += 1
+    return repeats / max(seen_total, 1)
+
+
+def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
+    """Rows of results.csv (one per split, T, drafter, test B) and of curves.csv."""
+    import torch
+
+    from reference.generate import generate
+    from reference.loaders import load_dflash, load_target
+    from reference.toy.gen_data import split_prompts
+    from reference.toy.tokenizer import EOT, load_tokenizer
+
+    root = Path(cfg.artifacts)
+    device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available()
+                                                      else "cpu")
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    target = load_target(root / "target", device=device, dtype=dtype)
+    tok = load_tokenizer(root / "tokenizer" / "tokenizer.json")
+    rows, curves = [], []
+    for split in cfg.splits:
+        prompts = split_prompts(tok, split, cfg.num_prompts, tuple(cfg.prompt_len),
+                                cfg.seed + 1, cfg.max_files)
+        for temp in cfg.temperatures:
+            kw = dict(max_new_tokens=cfg.max_new_tokens, temperature=temp, seed=cfg.seed,
+                      stop_token_ids=(tok.token_to_id(EOT),))
+            plain = generate(target, prompts, **kw)
+            for name in cfg.drafters:
+                for block in cfg.block_sizes or [None]:
+                    proposer = load_dflash(root / name, target, block_size=block)
+                    spec = generate(target, prompts, proposer=proposer, **kw)
+                    c = acceptance_curves(spec.accept_lengths, proposer.block_size)
+                    key = {"drafter": name, "train_B": proposer.drafter.config.block_size,
+                           "test_B": proposer.block_size, "split": split, "T": temp}
+                    rows.append({**key, "tau": c["tau"], "rounds": c["rounds"],
+                                 "full_block": c["hist"][-1],
+                                 "repetition": repetition_rate(spec.tokens),
+                                 "equal_plain": sum(a == b for a, b in zip(spec.tokens,
+                                                                           plain.tokens)),
+                                 "prompts": len(prompts), "device": device,
+                                 "tokens_per_s": spec.stats["tokens_per_s"],
+                                 "ar_tokens_per_s": plain.stats["tokens_per_s"],
+                                 "speedup": spec.stats["tokens_per_s"]
+                                 / max(plain.stats["tokens_per_s"], 1e-9)})
+                    for k in range(1, proposer.block_size + 1):
+                        curves.append({**key, "k": k, "hist": c["hist"][k - 1],
+                                       "survival": c["survival"][k - 1],
+                                       "alpha": c["alpha"][k - 1] if k < proposer.block_size
+                                       else ""})
+                    print(f"{name} B={proposer.block_size} {split} T={temp}: "
+                          f"tau {c['tau']:.2f}", flush=True)
+    return rows, curves
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def markdown_table(rows: list[dict]) -> str:
+    cols = ("drafter", "train_B", "test_B", "split", "T", "tau", "full_block", "repetition",
+            "equal_plain", "speedup")
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    for r in rows:
+        cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+        cells[cols.index("equal_plain")] = f"{r['equal_plain']}/{r['prompts']}"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(curves: list[dict], out: Path) -> None:
+    """survival.png: S(k) per drafter/test B/T (test split if present); commit_hist.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    split = "test" if any(c["split"] == "test" for c in curves) else curves[0]["split"]
+    groups: dict[tuple, list[dict]] = {}
+    for c in curves:
+        if c["split"] == split:
+            groups.setdefault((c["drafter"], c["test_B"], c["T"]), []).append(c)
+    for name, col, ylabel in (("survival", "survival", "S(k) = P(commit_len >= k)"),
+                              ("commit_hist", "hist", "fraction of rounds")):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for (drafter, block, temp), pts in groups.items():
+            ax.plot([p["k"] for p in pts], [p[col] for p in pts], marker="o", ms=3,
+                    label=f"{drafter} B={block} T={temp}")
+        ax.set_xlabel("k (commit length)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{name} ({split} split)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / f"{name}.png", dpi=120)
+        plt.close(fig)
+
+
+def run(cfg: AcceptanceConfig, out: Path) -> list[dict]:
+    """Measure, then write every output into `out`; returns the results rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows, curves = measure(cfg)
+    write_csv(out / "results.csv", rows)
+    write_csv(out / "curves.csv", curves)
+    (out / "results.md").write_text(markdown_table(rows))
+    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    if cfg.plots:
+        plot_curves(curves, out)
+    print(markdown_table(rows))
+    return rows
+
+
+ConfigStore.instance().store(name="base_acceptance", node=AcceptanceConfig)
+
+
+@hydra.main(config_path="../conf/acceptance", config_name="config", version_base=None)
+def main(cfg) -> None:
+    app: AcceptanceConfig = OmegaConf.to_object(cfg)
+    run(app, Path(HydraConfig.get().runtime.output_dir))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""experiments/acceptance.py: curve arithmetic, and the app on the micro recipe's artifacts."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.acceptance import (
+    AcceptanceConfig,
+    acceptance_curves,
+    markdown_table,
+    repetition_rate,
+    run,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_curves_from_commit_lengths():
+    c = acceptance_curves([[1, 4, 2], [4]], block_size=4)
+    assert c["tau"] == pytest.approx(11 / 4) and c["rounds"] == 4
+    assert c["hist"] == [0.25, 0.25, 0.0, 0.5]
+    assert c["survival"] == [1.0, 0.75, 0.5, 0.5]
+    assert c["alpha"] == pytest.approx([0.75, 2 / 3, 1.0])
+    assert sum(c["survival"]) == pytest.approx(c["tau"])  # tau = sum_k S(k)
+
+
+def test_repetition_rate():
+    assert repetition_rate([[1, 2, 3, 4, 5]], n=2) == 0.0
+    assert repetition_rate([[7, 7, 7, 7, 7]], n=2) == pytest.approx(3 / 4)
+    assert repetition_rate([[1]], n=4) == 0.0
+
+
+def test_app_on_micro_artifacts(micro, tmp_path):
+    out, _ = micro
+    cfg = AcceptanceConfig(artifacts=str(out), block_sizes=[4, 16], splits=["test"],
+                           temperatures=[0.0, 1.0], num_prompts=3, prompt_len=[8, 24],
+                           max_new_tokens=16, max_files=40)
+    rows = run(cfg, tmp_path)
+    assert len(rows) == 2 * 2 * 2  # T x drafters x test B
+    for r in rows:
+        assert 1.0 <= r["tau"] <= r["test_B"]
+        if r["T"] == 0.0:
+            assert r["equal_plain"] == r["prompts"]
+    curves = list(csv.DictReader((tmp_path / "curves.csv").open()))
+    assert len(curves) == 2 * 2 * (4 + 16)
+    for name in ("results.csv", "results.md", "survival.png", "commit_hist.png",
+                 "config_resolved.yaml"):
+        assert (tmp_path / name).is_file(), name
+    assert markdown_table(rows).count("\n") == len(rows) + 2
+
+
+def test_hydra_entry_point(micro, tmp_path):
+    out, _ = micro
+    cmd = [sys.executable, "-m", "experiments.acceptance", f"artifacts={out}",
+           "splits=[validation]", "temperatures=[0.0]", "drafters=[dflash-b8]",
+           "num_prompts=2", "prompt_len=[8,16]", "max_new_tokens=8", "max_files=40",
+           "plots=false", f"hydra.run.dir={tmp_path}"]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (tmp_path / "results.csv").is_file() and (tmp_path / ".hydra").is_dir()
+    bad = subprocess.run(cmd[:3] + ["no_such_key=1"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode != 0
