@@ -11,6 +11,9 @@ slots and keeps an online softmax in fp32 (m, l, acc). Its bounds come from the 
                                                                       (max only if causal)
 
 so the same launch serves prefill, verify and decode, and replays inside a CUDA graph.
+When the batch is too small to fill the GPU (bs * nkv * tiles programs), the key range is
+split across programs (flash-decoding): each writes unnormalised (acc, m, l) partials and a
+second launch merges them. The split count depends on shapes only (bs, W), never on data.
 Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
 """
 
@@ -29,11 +32,13 @@ from kernels._checks import (
     check_tensor,
 )
 
+FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
 
-@triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale"])
+
+@triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
 def _paged_attention_kernel(
-    q_ptr, k_ptr, v_ptr, table_ptr, rows_ptr, pos_ptr, kv_lens_ptr, out_ptr,
-    T, R, W, window, sm_scale,
+    q_ptr, k_ptr, v_ptr, table_ptr, rows_ptr, pos_ptr, kv_lens_ptr, out_ptr, acc_ptr, ml_ptr,
+    T, R, W, window, sm_scale, SPLITS,
     sq_b, sq_t, sq_h,
     sk_s, sk_h,
     sv_s, sv_h,
@@ -41,11 +46,12 @@ def _paged_attention_kernel(
     st_r, sp_b,
     G: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
-    r = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)  # query rows (t, j) of this tile
+    split = tl.program_id(2) % SPLITS
+    r = (tl.program_id(2) // SPLITS) * BLOCK_M + tl.arange(0, BLOCK_M)  # rows (t, j)
     row_ok = r < T * G
     t = (r // G).to(tl.int64)
     head = h * G + (r % G)
@@ -65,6 +71,10 @@ def _paged_attention_kernel(
     if WINDOWED:
         lo = tl.maximum(tl.min(tl.where(row_ok, pos, hi), axis=0) - window + 1, 0)
         lo = (lo // BLOCK_N) * BLOCK_N
+    if SPLIT:  # this program's share of the key range, in whole BLOCK_N chunks
+        chunk = ((hi - lo + SPLITS - 1) // SPLITS + BLOCK_N - 1) // BLOCK_N * BLOCK_N
+        lo = lo + split * chunk
+        hi = tl.minimum(hi, lo + chunk)
 
     m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -91,9 +101,55 @@ def _paged_attention_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
-    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    if SPLIT:  # unnormalised partials (bs, nkv, SPLITS, T*G, ...), merged by _merge_kernel
+        part = ((b * tl.num_programs(1) + h) * SPLITS + split) * T * G + r
+        tl.store(acc_ptr + part[:, None] * D + d[None, :], acc,
+                 mask=row_ok[:, None] & d_ok[None, :])
+        tl.store(ml_ptr + 2 * part, m_i, mask=row_ok)
+        tl.store(ml_ptr + 2 * part + 1, l_i, mask=row_ok)
+    else:
+        out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        tl.store(out_ptr + b * so_b + t[:, None] * so_t + head[:, None] * so_h + d[None, :],
+                 out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+
+
+@triton.jit(do_not_specialize=["T"])
+def _merge_kernel(acc_ptr, ml_ptr, out_ptr, T, so_b, so_t, so_h, G: tl.constexpr,
+                  D: tl.constexpr, SPLITS: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_D: tl.constexpr):
+    """out = sum_s exp(m_s - m) acc_s / sum_s exp(m_s - m) l_s, with m = max_s m_s."""
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    r = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = r < T * G
+    d = tl.arange(0, BLOCK_D)
+    mask = row_ok[:, None] & (d < D)[None, :]
+    base = (b * tl.num_programs(1) + h) * SPLITS * T * G
+    m = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    for s in range(SPLITS):
+        m = tl.maximum(m, tl.load(ml_ptr + 2 * (base + s * T * G + r), mask=row_ok,
+                                  other=-1.0e30))
+    l_sum = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for s in range(SPLITS):
+        part = base + s * T * G + r
+        w = tl.exp(tl.load(ml_ptr + 2 * part, mask=row_ok, other=-1.0e30) - m)
+        l_sum += w * tl.load(ml_ptr + 2 * part + 1, mask=row_ok, other=0.0)
+        acc += w[:, None] * tl.load(acc_ptr + part[:, None] * D + d[None, :], mask=mask,
+                                    other=0.0)
+    out = acc / tl.where(l_sum > 0, l_sum, 1.0)[:, None]
+    t = (r // G).to(tl.int64)
+    head = h * G + (r % G)
     tl.store(out_ptr + b * so_b + t[:, None] * so_t + head[:, None] * so_h + d[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+             out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def num_splits(programs: int, width: int, block_n: int) -> int:
+    """Key-range splits so a small batch still fills the GPU: ~2 programs per SM (132 on an
+    H200), at least 4 key chunks per split; a power of two, 1 for large batches."""
+    want = max(1, 264 // max(programs, 1))
+    most = max(1, width // (4 * block_n))
+    return min(triton.next_power_of_2(want), triton.next_power_of_2(most), 64)
 
 
 def paged_attention(
@@ -140,10 +196,16 @@ def paged_attention(
     block_n = 64 if block_d <= 64 else 32
     if bs == 0 or t == 0:
         return out
-    grid = (bs, nkv, triton.cdiv(t * group, block_m))
-    _paged_attention_kernel[grid](
-        q, k_pool, v_pool, table, req_rows, positions, kv_lens, out,
+    tiles = triton.cdiv(t * group, block_m)
+    splits = FORCE_SPLITS or num_splits(bs * nkv * tiles, table.shape[1], block_n)
+    acc = ml = out  # unused placeholders unless split
+    if splits > 1:
+        acc = torch.empty(bs, nkv, splits, t * group, d, device=dev, dtype=torch.float32)
+        ml = torch.empty(bs, nkv, splits, t * group, 2, device=dev, dtype=torch.float32)
+    _paged_attention_kernel[(bs, nkv, tiles * splits)](
+        q, k_pool, v_pool, table, req_rows, positions, kv_lens, out, acc, ml,
         t, table.shape[0], table.shape[1], window or 1, d**-0.5 if sm_scale is None else sm_scale,
+        splits,
         q.stride(0), q.stride(1), q.stride(2),
         k_pool.stride(0), k_pool.stride(1),
         v_pool.stride(0), v_pool.stride(1),
@@ -151,7 +213,11 @@ def paged_attention(
         table.stride(0), positions.stride(0),
         G=group, D=d, CAUSAL=causal, WINDOWED=window is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         num_warps=4, num_stages=2,
     )
+    if splits > 1:
+        _merge_kernel[(bs, nkv, tiles)](
+            acc, ml, out, t, out.stride(0), out.stride(1), out.stride(2),
+            G=group, D=d, SPLITS=splits, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=4)
     return out

@@ -4,6 +4,7 @@ import pytest
 import torch
 from hypothesis import given
 
+from kernels.paged_attention import kernel
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
 from tests.strategies import attention_cases
@@ -13,11 +14,17 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16, torch.float16]
 
 
+@pytest.mark.parametrize("splits", [None, 3])
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(case=attention_cases())
-def test_paged_attention_matches_ref(case, dtype):
+def test_paged_attention_matches_ref(case, dtype, splits):
+    """Also with the key range split over 3 programs and merged (flash-decoding)."""
     args, kw = case.args(dtype, DEVICE)
-    got = paged_attention(*args, **kw)
+    kernel.FORCE_SPLITS = splits
+    try:
+        got = paged_attention(*args, **kw)
+    finally:
+        kernel.FORCE_SPLITS = None
     fp32_args, _ = case.args(dtype, DEVICE)
     want = paged_attention_ref(*(a.float() if a.is_floating_point() else a for a in fp32_args),
                                **kw)
