@@ -122,16 +122,15 @@ def timeline_overlap(now: float, plan_s: float, gpu_s: np.ndarray, copy_s: float
     a0 = now + plan_s
     s0 = max(a0, gpu_free)
     h1 = a0 if pending_proc_s is None else max(a0, gpu_free + copy_s) + pending_proc_s
+    if L == 1:
+        return np.array([now, h1]), np.array([s0]), np.array([s0 + float(gpu_s[0])])
     end = s0 + np.cumsum(gpu_s)
     start = end - gpu_s
     H = np.empty(L + 1)
     H[0], H[1] = now, h1
-    if L > 1:
-        # GPU-bound: the host is ready before the GPU frees, rounds run back to back
-        H[2:] = end[:-1] + (copy_s + proc_s)
-        if (H[1:-1] + plan_s <= end[:-1]).all():
-            return H, start, end
-    else:
+    # GPU-bound: the host is ready before the GPU frees, rounds run back to back
+    H[2:] = end[:-1] + (copy_s + proc_s)
+    if (H[1:-1] + plan_s <= end[:-1]).all():
         return H, start, end
     h, prev_end = h1, float(end[0])
     for k, g in enumerate(gpu_s[1:].tolist(), start=1):
