@@ -98,6 +98,28 @@ def test_overlap_equals_sync_equals_plain_greedy(target, drafter_dir, lens, max_
         _assert_pool_empty(target)
 
 
+def test_chunked_prefill_writes_the_kv_of_a_whole_prefill(target, dflash):
+    """Target and draft (injected) KV, and the next token, do not depend on the chunking."""
+    from reference.engine import Engine, runtime
+    from reference.verify import Sampling
+
+    prompt = _prompts([13], target.config.vocab_size, seed=8)[0]
+    rt = runtime(target, dflash.draft_kv, 4, 64)
+    engine = Engine(target, dflash, rt, Sampling(), 0)
+    whole, chunked = rt.pool.admit(len(prompt)), rt.pool.admit(len(prompt))
+    try:
+        first = engine.prefill([whole], [prompt], [0])
+        for start, end in ((0, 3), (3, 8), (8, 13)):
+            last = engine.prefill([chunked], [prompt[start:end]], [start])
+        assert last.tolist() == first.tolist()
+        a, b = (rt.pool.req_to_token[r, : len(prompt)].long() for r in (whole, chunked))
+        for pool in (rt.pool.k, rt.pool.v, rt.pool.draft_k, rt.pool.draft_v):
+            torch.testing.assert_close(pool[:, b], pool[:, a], rtol=1e-5, atol=1e-5)
+    finally:
+        rt.pool.release(whole)
+        rt.pool.release(chunked)
+
+
 def test_overlap_lags_one_round_and_discards_the_extra_round(target):
     """Overlap plans with stale host lengths (lag up to B) and runs finished requests once
     more; rows and slots are reused by later requests."""
@@ -185,3 +207,26 @@ def test_timeline_is_a_chrome_trace_of_host_phases_and_device_steps(target, dfla
     assert sum(e["cat"] == "prefill" for e in steps) >= 2  # chunked: 8 tokens, budget 4
     assert {e["name"] for e in events if e["ph"] == "M"} == {"process_name", "thread_name"}
     assert 0.0 <= s["gpu_idle_fraction"] < 1.0 and s["host_ms_per_step"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("check", [False, True])
+def test_cuda_overlap_is_lossless(tiny_dir, drafter_dir, check, tmp_path):
+    """On CUDA (graphs, Triton kernels, real plan/copy streams and events): overlap == sync
+    == plain greedy; check=False runs without the checks' device syncs."""
+    from reference.loaders import load_target
+
+    gpu = load_target(tiny_dir, device="cuda")
+    prompts = _prompts([5, 9, 3, 12, 1, 7, 4, 10, 6, 2], 48, seed=1)
+    max_new = [30, 12, 25, 4, 40, 18, 9, 33, 21, 15]
+    streams = _plain(gpu, prompts, max_new)
+    reqs = make_requests(prompts, max_new)
+    for kind, block in (("ar", 1), ("dflash", 4), ("oracle", 16)):
+        for mode in ("sync", "overlap"):
+            proposer = _proposer(kind, gpu, drafter_dir, block, streams)
+            cfg = ServeConfig(mode=mode, max_running=4, prefill_budget=8, check=check)
+            out = serve(gpu, ClosedLoop(reqs, 4), proposer=proposer, config=cfg)
+            assert out.tokens == streams, (kind, mode)
+            _assert_pool_empty(gpu)
+    out.timeline.write(tmp_path / "trace.json")
+    assert 0.0 <= out.stats["gpu_idle_fraction"] < 1.0
