@@ -40,6 +40,7 @@ class Recipe:
     vocab: int = 4096
     max_files: int | None = None
     target_steps: int | None = None
+    target_minutes: float | None = 8.0
     num_prompts: int = 20000
     prompt_len: tuple[int, int] = (64, 256)
     max_new: int = 256
@@ -52,12 +53,18 @@ class Recipe:
     eval_max_new: int = 256
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        blocks = [d.block_size for d in self.drafters]
+        if blocks != [16, 8]:
+            raise ValueError(f"drafters must be B = 16 then 8 (stages dflash-b16, dflash-b8), "
+                             f"got {blocks}")
+
     def drafter(self, stage: str) -> DFlashTrainConfig:
         return self.drafters[STAGES.index(stage) - STAGES.index("dflash-b16")]
 
 
-MICRO = Recipe(size="micro", vocab=512, max_files=40, target_steps=30, num_prompts=12,
-               prompt_len=(8, 24), max_new=40, gen_batch=6,
+MICRO = Recipe(size="micro", vocab=512, max_files=40, target_steps=30, target_minutes=None,
+               num_prompts=12, prompt_len=(8, 24), max_new=40, gen_batch=6,
                drafters=(DFlashTrainConfig(block_size=16, num_layers=1, num_anchors=8, batch=6,
                                            steps=25, lr=3e-3),
                          DFlashTrainConfig(block_size=8, num_layers=1, num_anchors=8, batch=6,
@@ -75,7 +82,8 @@ def _params(recipe: Recipe, stage: str) -> dict:
     if stage == "tokenizer":
         return {k: r[k] for k in ("vocab", "max_files")}
     if stage == "target":
-        return {k: r[k] for k in ("size", "target_steps", "max_files", "seed")}
+        return {k: r[k] for k in ("size", "target_steps", "target_minutes", "max_files",
+                                  "seed")}
     if stage == "data":
         return {k: r[k] for k in ("num_prompts", "prompt_len", "max_new", "max_files", "seed")}
     if stage == "eval":
@@ -108,8 +116,7 @@ def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
         return stages.tokenizer(out / stage, recipe.vocab, recipe.max_files)
     tok_path = out / "tokenizer" / "tokenizer.json"
     if stage == "target":
-        return stages.target(out / stage, recipe.size, tok_path, recipe.target_steps,
-                             recipe.max_files, recipe.seed, device)
+        return stages.target(out / stage, recipe, tok_path, device)
     target = load_target(out / "target", device=device, dtype=dtype)
     if stage == "data":
         return stages.data(out / stage, target, tok_path, recipe)

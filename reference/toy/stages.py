@@ -30,10 +30,10 @@ def tokenizer(out: Path, vocab: int, max_files: int | None) -> dict:
             "mask_id": tok.token_to_id(MASK)}
 
 
-def target(out: Path, size: str, tok_path: Path, steps: int | None, max_files: int | None,
-           seed: int, device: str) -> dict:
-    return train_target(size, out, tokenizer_path=tok_path, steps=steps, max_files=max_files,
-                        seed=seed, device=device)
+def target(out: Path, recipe, tok_path: Path, device: str) -> dict:
+    return train_target(recipe.size, out, tokenizer_path=tok_path, steps=recipe.target_steps,
+                        max_files=recipe.max_files, seed=recipe.seed, device=device,
+                        max_minutes=recipe.target_minutes)
 
 
 def data(out: Path, tgt: Target, tok_path: Path, recipe) -> dict:

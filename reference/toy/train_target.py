@@ -99,8 +99,12 @@ def evaluate(model, stream: torch.Tensor, seq_len: int, batch: int, max_batches:
 
 def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = None,
                  steps: int | None = None, max_files: int | None = None, seed: int = 0,
-                 device: str | None = None) -> dict:
-    """Train one target size; returns the metrics also written to `out/metrics.json`."""
+                 device: str | None = None, max_minutes: float | None = None) -> dict:
+    """Train one target size; returns the metrics also written to `out/metrics.json`.
+
+    max_minutes: the schedule runs on wall time when that ends before `steps` (a stage
+    time limit); metrics then report the steps done.
+    """
     from transformers import Qwen3ForCausalLM
 
     size = SIZES[size_name]
@@ -123,10 +127,11 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
     opt = torch.optim.AdamW(model.parameters(), lr=size.lr, betas=(0.9, 0.95),
                             weight_decay=0.1, fused=device == "cuda")
     gen = torch.Generator().manual_seed(seed)
-    losses, t0 = [], time.time()
-    for step in range(steps):
+    losses, t0, step = [], time.time(), 0
+    while (progress := max(step / steps, (time.time() - t0) / (60 * max_minutes)
+                           if max_minutes else 0.0)) < 1.0:
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, size.lr)
+            group["lr"] = lr_at(int(progress * 10_000), 10_000, size.lr)
         x = random_windows(train, size.batch, size.seq_len, gen)
         with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
             logits = model(input_ids=x[:, :-1]).logits.float()
@@ -139,11 +144,12 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
         if step % max(1, steps // 20) == 0 or step == steps - 1:
             print(f"step {step:5d}/{steps}  loss {float(losses[-1]):.3f}  "
                   f"{time.time() - t0:6.1f}s", flush=True)
+        step += 1
     model.eval()
     val_loss = evaluate(model, val, size.seq_len, size.batch, max_batches=50)
     metrics = {
         "size": size_name, "params": sum(p.numel() for p in model.parameters()),
-        "steps": steps, "tokens_seen": steps * size.batch * size.seq_len,
+        "steps": step, "tokens_seen": step * size.batch * size.seq_len,
         "train_loss_first": float(losses[0]), "train_loss_last": float(losses[-1]),
         "val_loss": val_loss, "val_ppl": math.exp(val_loss), "wall_s": time.time() - t0,
         "seed": seed, "mask_token_id": tok.token_to_id(MASK), "config": asdict(size),
@@ -161,9 +167,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--max-files", type=int, default=None, help="cap corpus files (tests)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-minutes", type=float, default=None, help="wall-time budget")
     args = ap.parse_args()
     metrics = train_target(args.size, args.out, tokenizer_path=args.tokenizer, steps=args.steps,
-                           max_files=args.max_files, seed=args.seed)
+                           max_files=args.max_files, seed=args.seed,
+                           max_minutes=args.max_minutes)
     print(json.dumps(metrics))
 
 
