@@ -6,7 +6,8 @@
 
 Closed loop: at concurrency C, C clients each send their next request when the previous one
 finishes, C * requests-per-client requests in all (prompts of random tokens, max new tokens
-drawn in [(1 - spread) * max, max]). Methods: `ar` (no speculation) and `oracle` (DFlash
+drawn in [(1 - spread) * max, max]); with --rate, an open loop of Poisson arrivals instead,
+the concurrency capping the running batch. Methods: `ar` (no speculation) and `oracle` (DFlash
 rounds at controlled acceptance: a drafter of the preset's DFlash shapes runs its draft
 forward and KV injection every round, its drafts replaced by the target's own greedy
 continuation corrupted to mean commit length --tau, B = --block-size). Each runs in `sync`
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -41,6 +43,8 @@ def _args(argv):
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--spread", type=float, default=0.5, help="max new tokens spread (0..1)")
     p.add_argument("--requests-per-client", type=int, default=3)
+    p.add_argument("--rate", type=float, default=None,
+                   help="open loop instead: Poisson arrivals (req/s), concurrency caps the batch")
     p.add_argument("--prefill-budget", type=int, default=8192)
     p.add_argument("--no-compile", action="store_true", help="eager layers in the CUDA graphs")
     p.add_argument("--seed", type=int, default=0)
@@ -68,14 +72,19 @@ def _streams(target, prompts, max_new) -> list[list[int]]:
 
 
 def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[dict, object]:
-    from reference.serve import ClosedLoop, ServeConfig, Server
+    from reference.serve import ClosedLoop, OpenLoop, ServeConfig, Server, poisson_arrivals
 
+    if args.rate is None:
+        workload = ClosedLoop(reqs, conc)
+    else:
+        times = poisson_arrivals(args.rate, len(reqs), args.seed)
+        workload = OpenLoop([replace(r, arrival_s=t) for r, t in zip(reqs, times)])
     cfg = ServeConfig(mode=mode, max_running=conc, prefill_budget=args.prefill_budget,
                       seed=args.seed)
     context = max(len(r.prompt) + r.max_new_tokens for r in reqs)
     server = Server(target, proposer, cfg, context)
     server.warm_up(conc)
-    out = server.run(ClosedLoop(reqs, conc))
+    out = server.run(workload)
     s = out.stats
     row = {"concurrency": conc, "mode": mode, "throughput_tok_s": s["throughput_tok_s"],
            "tpot_ms": 1e3 * s["tpot_s"], "ttft_ms": 1e3 * s["ttft_s"], "tau": s["tau"],

@@ -103,7 +103,8 @@ class Server:
         self.sched = Scheduler(self.pool, self.block, max_running=config.max_running,
                                prefill_budget=config.prefill_budget,
                                stop_token_ids=config.stop_token_ids)
-        self.last_done: Fence | None = None
+        self.last_done: Fence | None = None  # verify-done of the newest launched step
+        self.plan_done: Fence | None = None
         self.max_lag = 0
 
     def warm_up(self, max_bs: int) -> None:
@@ -161,7 +162,6 @@ class Server:
                 step = self._launch(plan, rows)
             steps += 1
             if self.cfg.mode == "sync":
-                step.done.synchronize()
                 self._process(step, workload, steps)
             else:
                 if pending is not None:
@@ -229,6 +229,8 @@ class Server:
 
     def _process(self, step: Step, workload: OpenLoop, steps: int) -> None:
         with self.timeline.span("wait"):
+            if self.cfg.mode == "sync":
+                step.done.synchronize()  # the whole step, KV injection included
             rows = step.result.wait()
         with self.timeline.span("process", bs=len(rows)):
             for lv in self.sched.apply(step.plan, rows, self._wall()):

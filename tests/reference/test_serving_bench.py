@@ -27,3 +27,12 @@ def test_serve_bench_cpu_smoke(tmp_path, capsys):
     assert {q["method"] for q in doc["ratios"]} == {"ar", "oracle"}
     assert len(list(traces.glob("*.json"))) == len(rows)
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+
+
+def test_serve_bench_open_loop(capsys):
+    from workbench.serve_bench import run
+
+    doc = run(["--target", "random:tiny", "--device", "cpu", "--concurrency", "2",
+               "--prompt-len", "8", "--max-new-tokens", "12", "--block-size", "4",
+               "--methods", "oracle", "--modes", "overlap", "--rate", "500"])
+    assert [r["lossless"] for r in doc["rows"]] == [True]
