@@ -33,6 +33,6 @@ def test_serve_bench_open_loop(capsys):
     from workbench.serve_bench import run
 
     doc = run(["--target", "random:tiny", "--device", "cpu", "--concurrency", "2",
-               "--prompt-len", "8", "--max-new-tokens", "12", "--block-size", "4",
+               "--prompt-len", "8", "--max-new-tokens", "12", "--block-size", "4", "--tau", "2.5",
                "--methods", "oracle", "--modes", "overlap", "--rate", "500"])
     assert [r["lossless"] for r in doc["rows"]] == [True]
