@@ -27,13 +27,17 @@ from kernels.kv_materialize.ref import kv_materialize_ref
 from reference.config import DFlashConfig, ModelConfig
 from reference.dflash import Drafter, context_hidden, draft_forward
 from reference.loaders import drafter_from_state_dict, random_dflash_state_dict
-from reference.model import ForwardBatch, Target
+from reference.model import ForwardBatch, Target, rms_norm
 from reference.toy.objective import block_inputs
+from reference.toy.variants import draft_stack
 
 
 def drafter_config_dict(target: ModelConfig, *, num_layers: int, block_size: int,
-                        mask_token_id: int, target_layer_ids: list[int]) -> dict:
-    """A z-lab drafter config.json: the target's layer shapes, `num_layers` layers."""
+                        mask_token_id: int, target_layer_ids: list[int],
+                        variant: str = "dflash") -> dict:
+    """A z-lab drafter config.json: the target's layer shapes, `num_layers` layers; an
+    ablation variant (reference/toy/variants.py) is named in dflash_config.variant."""
+    extra = {} if variant == "dflash" else {"variant": variant}
     return {
         "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
         "hidden_size": target.hidden_size, "num_hidden_layers": num_layers,
@@ -44,7 +48,7 @@ def drafter_config_dict(target: ModelConfig, *, num_layers: int, block_size: int
         "hidden_act": "silu", "attention_bias": False, "tie_word_embeddings": False,
         "block_size": block_size, "num_target_layers": target.num_layers,
         "dflash_config": {"mask_token_id": mask_token_id,
-                          "target_layer_ids": list(target_layer_ids)},
+                          "target_layer_ids": list(target_layer_ids), **extra},
     }
 
 
@@ -143,23 +147,42 @@ def block_layout(ids: torch.Tensor, anchors: torch.Tensor, valid: torch.Tensor,
 
 
 def block_logits(drafter: Drafter, target: Target, features: torch.Tensor,
-                 layout: BlockLayout) -> torch.Tensor:
-    """Draft logits (M, B-1, V) of every block of `layout`, through `draft_forward`.
+                 layout: BlockLayout, ids: torch.Tensor | None = None,
+                 variant: str = "dflash") -> torch.Tensor:
+    """Draft logits (M, B-1, V) of every block of `layout`; column i scores label p+i+1.
 
-    features: (bs, S, K*H) captured target states. Their context K/V is injected for every
-    position of every sequence (slots 1..bs*S), exactly as the engine injects committed
-    tokens; each block then runs the inference draft forward over its request row.
+    features: (bs, S, K*H) what fc reads per token (`variants.context_features`). The full
+    method injects their context K/V at every position of every sequence (slots 1..bs*S),
+    as the engine injects committed tokens, then runs the inference `draft_forward` over
+    each block's request row. Variants (reference/toy/variants.py): "fusion" runs the
+    context through the draft layers instead of injecting; "ar" feeds the teacher-forced
+    block ids[p..p+B-1] (ids: (bs, S) required) causally and scores outputs 0..B-2.
     """
     cfg = drafter.config.model
     bs, s, _ = features.shape
+    dev = features.device
     num_slots = 1 + bs * s + layout.cache_loc.numel()
-    pool = torch.zeros(2, cfg.num_layers, num_slots, cfg.num_kv_heads, cfg.head_dim,
-                       dtype=target.dtype, device=features.device)
+    # Two tensors, not views of one: autograd tracks in-place writes per base tensor.
+    pool = [torch.zeros(cfg.num_layers, num_slots, cfg.num_kv_heads, cfg.head_dim,
+                        dtype=target.dtype, device=dev) for _ in range(2)]
     context = context_hidden(drafter, features.reshape(bs * s, -1))
-    slots = torch.arange(1, 1 + bs * s, device=features.device)
-    kv_materialize_ref(context, drafter.w_kv, drafter.k_norm, drafter.cos_sin,
-                       torch.arange(s, device=features.device).repeat(bs), slots, pool[0],
-                       pool[1], eps=cfg.rms_norm_eps)
+    ctx_slots = 1 + torch.arange(bs * s, device=dev).view(bs, s)
+    positions = torch.arange(s, device=dev).expand(bs, s)
+    table = layout.req_to_token
+    if variant == "fusion":
+        table = torch.cat([table, ctx_slots.to(table.dtype)])
+        rows = table.shape[0] - bs + torch.arange(bs, device=dev)
+        ctx = ForwardBatch(positions, ctx_slots, rows, torch.full((bs,), s, device=dev))
+        draft_stack(drafter, target, context.view(bs, s, -1), ctx, table, pool[0], pool[1],
+                    causal=True)
+    else:
+        kv_materialize_ref(context, drafter.w_kv, drafter.k_norm, drafter.cos_sin,
+                           positions.reshape(-1), ctx_slots.reshape(-1), pool[0], pool[1],
+                           eps=cfg.rms_norm_eps)
     batch = ForwardBatch(layout.positions, layout.cache_loc, layout.req_rows, layout.kv_lens)
-    return draft_forward(drafter, target, layout.block_ids, batch, layout.req_to_token,
-                         pool[0], pool[1])
+    if variant != "ar":
+        return draft_forward(drafter, target, layout.block_ids, batch, table, pool[0], pool[1])
+    teacher = ids[layout.index[:, :1], layout.positions]  # (M, B): x_p .. x_{p+B-1}
+    x = draft_stack(drafter, target, target.embed[teacher], batch, table, pool[0], pool[1],
+                    causal=True)
+    return target.logits(rms_norm(x[:, :-1], drafter.norm, cfg.rms_norm_eps))

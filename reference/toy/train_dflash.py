@@ -11,8 +11,8 @@ AdamW 6e-4, warmup 4% then cosine, clip 1.0; fp32 master weights, cast to the ta
 (bf16 on the GPU) in the forward. No autocast: it would also lower the fp32 norm, RoPE and
 attention math of the inference code the forward runs, and training would drift from it.
 Ablation flags: --block, --gamma / --no-decay, --uniform (back-to-back blocks instead of
-random anchors), --layers, --features. Saves the z-lab format (`load_dflash`) and
-`metrics.json`.
+random anchors), --layers, --features, --variant no_features / fusion / ar (tables 9-10).
+Saves the z-lab format (`load_dflash`; variants: `variants.load_variant`) and metrics.json.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from reference.toy.objective import (
 )
 from reference.toy.tokenizer import MASK
 from reference.toy.train_target import lr_at
+from reference.toy.variants import VARIANTS, context_features
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,13 @@ class DFlashTrainConfig:
     clip: float = 1.0
     seed: int = 0
     max_minutes: float | None = None
+    variant: str = "dflash"
 
     def layer_ids(self, num_target_layers: int) -> list[int]:
+        """Captured layers; no_features reads embeddings (K = 1) and captures none: [0] is
+        only a placeholder the config format requires."""
+        if self.variant == "no_features":
+            return [0]
         k = self.num_features or min(5, max(1, num_target_layers - 3))
         return build_target_layer_ids(num_target_layers, k)
 
@@ -87,8 +93,11 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
         anchors, valid = random_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors, gen)
     labels, w = block_targets(ids, loss_mask, anchors, valid, cfg.weights())
     layout = block_layout(ids, anchors, valid, cfg.block_size, model.config.mask_token_id)
-    features = target_features(target, ids, lens, model.config.target_layer_ids)
-    logits = block_logits(model.drafter(target), target, features, layout)  # (M, B-1, V)
+    if cfg.variant == "no_features":
+        features = context_features(cfg.variant, target, ids, None)
+    else:
+        features = target_features(target, ids, lens, model.config.target_layer_ids)
+    logits = block_logits(model.drafter(target), target, features, layout, ids, cfg.variant)
     return block_loss(logits, labels, w, layout.index)
 
 
@@ -112,7 +121,8 @@ def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainCo
     (loss_first: the first step's; loss_last: the mean over the last 10% of steps)."""
     raw = drafter_config_dict(target.config, num_layers=cfg.num_layers,
                               block_size=cfg.block_size, mask_token_id=mask_token_id,
-                              target_layer_ids=cfg.layer_ids(target.config.num_layers))
+                              target_layer_ids=cfg.layer_ids(target.config.num_layers),
+                              variant=cfg.variant)
     model = TrainableDrafter(raw, target, seed=cfg.seed).to(target.device)
     pool = usable_sequences(data, cfg.block_size)
     if not pool:
@@ -158,7 +168,7 @@ def config_from_args(args: argparse.Namespace) -> DFlashTrainConfig:
                              uniform=args.uniform, num_layers=args.layers,
                              num_features=args.features, num_anchors=args.anchors,
                              batch=args.batch, steps=args.steps, lr=args.lr, seed=args.seed,
-                             max_minutes=args.max_minutes)
+                             max_minutes=args.max_minutes, variant=args.variant)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -175,6 +185,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--max-minutes", type=float, default=None, help="wall-time budget")
+    ap.add_argument("--variant", choices=VARIANTS, default="dflash",
+                    help="ablation drafter (reference/toy/variants.py)")
 
 
 def main() -> None:
