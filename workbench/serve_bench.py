@@ -10,7 +10,8 @@ drawn in [(1 - spread) * max, max]); with --rate, an open loop of Poisson arriva
 the concurrency capping the running batch. Methods: `ar` (no speculation) and `oracle` (DFlash
 rounds at controlled acceptance: a drafter of the preset's DFlash shapes runs its draft
 forward and KV injection every round, its drafts replaced by the target's own greedy
-continuation corrupted to mean commit length --tau, B = --block-size). Each runs in `sync`
+continuation corrupted to mean commit length --tau, B = --block-size), and `dflash` (that
+drafter's own drafts: a trained one via --drafter PATH, e.g. the toy model's). Each runs in `sync`
 and `overlap` mode (reference/serve/loop.py). Reported per run: output tokens/s, TPOT, TTFT,
 tau, device idle fraction between steps, round time, host time per step, and whether every
 request's tokens equal plain greedy decoding. Prints a table, then one JSON line; --out
@@ -38,7 +39,8 @@ def _args(argv):
     p.add_argument("--tau", type=float, default=6.5, help="oracle's mean commit length")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--drafter", default="random",
-                   help="shadow drafter of the oracle: 'random' (preset shapes) or 'none'")
+                   help="'random' (the preset's DFlash shapes), a z-lab DFlash directory, or "
+                        "'none'; the oracle runs it as its shadow, method dflash drafts with it")
     p.add_argument("--prompt-len", type=int, default=512)
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--spread", type=float, default=0.5, help="max new tokens spread (0..1)")
@@ -104,7 +106,13 @@ def run(argv=None) -> dict:
     import torch
 
     from reference.engine import runtime
-    from reference.loaders import DFLASH_PRESETS, load_target, random_dflash, random_target
+    from reference.loaders import (
+        DFLASH_PRESETS,
+        load_dflash,
+        load_target,
+        random_dflash,
+        random_target,
+    )
     from reference.proposers import OracleProposer, geometric_survival
     from reference.serve import make_requests
 
@@ -131,6 +139,8 @@ def run(argv=None) -> dict:
         shadow = None
         if args.drafter == "random" and preset in DFLASH_PRESETS:
             shadow = random_dflash(preset, target, block_size=block)
+        elif args.drafter not in ("random", "none"):
+            shadow = load_dflash(args.drafter, target, block_size=block)
         context = args.prompt_len + args.max_new_tokens + 2 * block
         runtime(target, shadow.draft_kv if shadow else None, max(sweep),
                 -(-context // 64) * 64)  # one pool (with the draft KV) for every run
@@ -141,8 +151,13 @@ def run(argv=None) -> dict:
                                  max_new[: conc * args.requests_per_client])
             for method in args.methods.split(","):
                 for mode in args.modes.split(","):
-                    proposer = None if method == "ar" else OracleProposer(
-                        streams, block, curve, seed=args.seed + conc, shadow=shadow)
+                    if method == "oracle":
+                        proposer = OracleProposer(streams, block, curve, seed=args.seed + conc,
+                                                  shadow=shadow)
+                    elif method == "dflash" and shadow is None:
+                        raise ValueError("method dflash needs --drafter random or a directory")
+                    else:
+                        proposer = shadow if method == "dflash" else None
                     row, timeline = _run(target, proposer, reqs, streams, conc, mode, args)
                     result["rows"].append({"method": method, **row})
                     if args.trace_dir:

@@ -34,5 +34,6 @@ def test_serve_bench_open_loop(capsys):
 
     doc = run(["--target", "random:tiny", "--device", "cpu", "--concurrency", "2",
                "--prompt-len", "8", "--max-new-tokens", "12", "--block-size", "4", "--tau", "2.5",
-               "--methods", "oracle", "--modes", "overlap", "--rate", "500"])
-    assert [r["lossless"] for r in doc["rows"]] == [True]
+               "--methods", "oracle,dflash", "--modes", "overlap", "--rate", "500"])
+    assert [(r["method"], r["lossless"]) for r in doc["rows"]] == [("oracle", True),
+                                                                    ("dflash", True)]
