@@ -1,10 +1,11 @@
 """Drafter training on a tiny random target: what it learns is exactly what the engine accepts.
 
-The target's greedy continuations are the data; a drafter trained a few steps on them must
-(a) lower its loss, (b) leave generate lossless, and (c) have, at every engine round whose
-block lies inside the data, the commit length that its training forward predicts teacher-
-forced at that anchor (leading drafts equal to the same-position labels, plus one): no
-train/inference mismatch in labels, context, positions or injection.
+The target's greedy continuations are the data; a drafter of every variant (the full method
+and the ablations of reference/toy/variants.py) trained a few steps on them must (a) lower
+its loss, (b) leave generate lossless, and (c) have, at every engine round whose block lies
+inside the data, the commit length that its training forward predicts teacher-forced at that
+anchor (leading drafts equal to the same-position labels, plus one): no train/inference
+mismatch in labels, context, positions, injection or attention.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import pytest
 import torch
 
 from reference.generate import generate
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
 from reference.toy.draft_model import block_layout, block_logits, target_features
 from reference.toy.gen_data import continue_prompts, load_dataset, save_dataset
 from reference.toy.train_dflash import DFlashTrainConfig, train_dflash
+from reference.toy.variants import VARIANTS, context_features, load_variant
 from tests.reference.conftest import TINY, write_target
 
 MASK_ID, BLOCK, NEW = TINY["vocab_size"] - 1, 4, 20
@@ -27,7 +29,8 @@ CFG = DFlashTrainConfig(block_size=BLOCK, num_layers=1, num_anchors=8, batch=8, 
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def world(tmp_path_factory):
+    """The tiny target and its greedy continuations of random prompts (the data)."""
     root = tmp_path_factory.mktemp("tiny_dflash")
     write_target(root / "target")
     target = load_target(root / "target")
@@ -36,9 +39,15 @@ def trained(tmp_path_factory):
                for n in torch.randint(6, 11, (24,), generator=g)]
     conts = continue_prompts(target, prompts, max_new=NEW, batch_size=24)
     save_dataset(root / "data.safetensors", prompts, conts, {"seed": 0})
-    data = load_dataset(root / "data.safetensors")
-    metrics = train_dflash(target, data, root / "drafter", CFG, MASK_ID)
-    return target, data, prompts, metrics, load_dflash(root / "drafter", target)
+    return root, target, load_dataset(root / "data.safetensors"), prompts
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def trained(request, world):
+    root, target, data, prompts = world
+    cfg = dataclasses.replace(CFG, variant=request.param)
+    metrics = train_dflash(target, data, root / request.param, cfg, MASK_ID)
+    return target, data, prompts, metrics, load_variant(root / request.param, target)
 
 
 def test_loss_falls_and_generate_stays_lossless(trained):
@@ -50,15 +59,17 @@ def test_loss_falls_and_generate_stays_lossless(trained):
 
 
 def test_engine_commit_lengths_equal_the_training_forward(trained):
-    target, data, prompts, _, proposer = trained
+    target, data, prompts, metrics, proposer = trained
     ids, _, lens = data.batch(list(range(len(data))))
     s = ids.shape[1]
     anchors = torch.arange(s).repeat(len(data), 1)
     valid = anchors <= (lens - BLOCK)[:, None]
     with torch.no_grad():
         layout = block_layout(ids, torch.where(valid, anchors, 0), valid, BLOCK, MASK_ID)
-        feats = target_features(target, ids, lens, proposer.target_layer_ids)
-        logits = block_logits(proposer.drafter, target, feats, layout)
+        variant = metrics["config"]["variant"]
+        feats = (context_features(variant, target, ids, None) if variant == "no_features"
+                 else target_features(target, ids, lens, proposer.target_layer_ids))
+        logits = block_logits(proposer.drafter, target, feats, layout, ids, variant)
     predicted = {}
     for m, (b, p) in enumerate(layout.index.tolist()):
         hits = (logits[m].argmax(-1) == ids[b, p + 1 : p + BLOCK]).int()
@@ -76,8 +87,8 @@ def test_engine_commit_lengths_equal_the_training_forward(trained):
     assert len({got for _, got in compared}) >= 3  # partial acceptance occurs: not vacuous
 
 
-def test_ablation_flags_and_time_budget_train(trained, tmp_path):
-    target, data, _, _, _ = trained
+def test_ablation_flags_and_time_budget_train(world, tmp_path):
+    _, target, data, _ = world
     for flags in ({"uniform": True}, {"no_decay": True}, {"gamma": 2.0, "num_layers": 2}):
         cfg = dataclasses.replace(CFG, steps=2, **flags)
         m = train_dflash(target, data, tmp_path / str(len(flags)), cfg, MASK_ID)
