@@ -28,6 +28,7 @@ from reference.config import DFlashConfig, ModelConfig
 from reference.dflash import Drafter, context_hidden, draft_forward
 from reference.loaders import drafter_from_state_dict, random_dflash_state_dict
 from reference.model import ForwardBatch, Target, rms_norm
+from reference.toy.eagle import eagle_block_logits
 from reference.toy.objective import block_inputs
 from reference.toy.variants import draft_stack
 
@@ -62,6 +63,10 @@ class TrainableDrafter(torch.nn.Module):
         self.config = DFlashConfig.from_dict(raw_config, target.config)
         if state is None:
             state = random_dflash_state_dict(self.config, dtype=torch.float32, seed=seed)
+            if raw_config["dflash_config"].get("variant") == "eagle":  # reference/toy/eagle.py
+                h = self.config.model.hidden_size
+                gen = torch.Generator().manual_seed(seed + 1)
+                state["in_proj.weight"] = torch.randn(h, 2 * h, generator=gen) * 0.02
         self.names = sorted(state)
         self.params = torch.nn.ParameterList(
             [torch.nn.Parameter(state[n].detach().float().clone()) for n in self.names])
@@ -72,6 +77,11 @@ class TrainableDrafter(torch.nn.Module):
     def drafter(self, target: Target) -> Drafter:
         """The inference Drafter, built differentiably from the parameters (target dtype)."""
         return drafter_from_state_dict(self.config, self.state(), target, "trainable drafter")
+
+    def in_proj(self, target: Target) -> torch.Tensor | None:
+        """The EAGLE baseline's input projection in the target's dtype, or None."""
+        w = self.state().get("in_proj.weight")
+        return None if w is None else w.to(target.dtype)
 
     def save(self, path: Path, dtype: torch.dtype = torch.bfloat16) -> None:
         """config.json + model.safetensors in the z-lab format that load_dflash reads."""
@@ -148,7 +158,8 @@ def block_layout(ids: torch.Tensor, anchors: torch.Tensor, valid: torch.Tensor,
 
 def block_logits(drafter: Drafter, target: Target, features: torch.Tensor,
                  layout: BlockLayout, ids: torch.Tensor | None = None,
-                 variant: str = "dflash") -> torch.Tensor:
+                 variant: str = "dflash", in_proj: torch.Tensor | None = None
+                 ) -> torch.Tensor:
     """Draft logits (M, B-1, V) of every block of `layout`; column i scores label p+i+1.
 
     features: (bs, S, K*H) what fc reads per token (`variants.context_features`). The full
@@ -156,7 +167,8 @@ def block_logits(drafter: Drafter, target: Target, features: torch.Tensor,
     as the engine injects committed tokens, then runs the inference `draft_forward` over
     each block's request row. Variants (reference/toy/variants.py): "fusion" runs the
     context through the draft layers instead of injecting; "ar" feeds the teacher-forced
-    block ids[p..p+B-1] (ids: (bs, S) required) causally and scores outputs 0..B-2.
+    block ids[p..p+B-1] (ids: (bs, S) required) causally and scores outputs 0..B-2;
+    "eagle" unrolls reference/toy/eagle.py's chain (in_proj required).
     """
     cfg = drafter.config.model
     bs, s, _ = features.shape
@@ -165,6 +177,8 @@ def block_logits(drafter: Drafter, target: Target, features: torch.Tensor,
     # Two tensors, not views of one: autograd tracks in-place writes per base tensor.
     pool = [torch.zeros(cfg.num_layers, num_slots, cfg.num_kv_heads, cfg.head_dim,
                         dtype=target.dtype, device=dev) for _ in range(2)]
+    if variant == "eagle":
+        return eagle_block_logits(drafter, in_proj, target, ids, features, layout, pool)
     context = context_hidden(drafter, features.reshape(bs * s, -1))
     ctx_slots = 1 + torch.arange(bs * s, device=dev).view(bs, s)
     positions = torch.arange(s, device=dev).expand(bs, s)

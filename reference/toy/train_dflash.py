@@ -11,7 +11,8 @@ AdamW 6e-4, warmup 4% then cosine, clip 1.0; fp32 master weights, cast to the ta
 (bf16 on the GPU) in the forward. No autocast: it would also lower the fp32 norm, RoPE and
 attention math of the inference code the forward runs, and training would drift from it.
 Ablation flags: --block, --gamma / --no-decay, --uniform (back-to-back blocks instead of
-random anchors), --layers, --features, --variant no_features / fusion / ar (tables 9-10).
+random anchors), --layers, --features, --variant no_features / fusion / ar (tables 9-10)
+or eagle (the autoregressive baseline, with --layers 1).
 Saves the z-lab format (`load_dflash`; variants: `variants.load_variant`) and metrics.json.
 """
 
@@ -97,7 +98,8 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
         features = context_features(cfg.variant, target, ids, None)
     else:
         features = target_features(target, ids, lens, model.config.target_layer_ids)
-    logits = block_logits(model.drafter(target), target, features, layout, ids, cfg.variant)
+    logits = block_logits(model.drafter(target), target, features, layout, ids, cfg.variant,
+                          model.in_proj(target))
     return block_loss(logits, labels, w, layout.index)
 
 

@@ -12,6 +12,7 @@
 - "ar" ("injection only", DFlash-AR, table 9): KV injection as the full method, but causal
   attention inside the block, teacher-forced next-token training ([x_p .. x_{p+B-1}] in,
   output k predicts x_{p+k+1}) and B-1 sequential one-token draft steps.
+- "eagle": the EAGLE-3-style autoregressive baseline of reference/toy/eagle.py.
 
 `load_variant(path, target)` returns the right proposer; reference/toy/draft_model.py's
 `block_logits` runs each variant's training forward.
@@ -25,11 +26,11 @@ from pathlib import Path
 import torch
 
 from reference.dflash import DFlashProposer, Drafter, context_hidden
-from reference.loaders import load_dflash
+from reference.loaders import load_dflash, read_safetensors
 from reference.model import ForwardBatch, Target, attention_meta, decoder_layer, rms_norm
 from reference.proposers import Proposal, Proposer, Round
 
-VARIANTS = ("dflash", "no_features", "fusion", "ar")
+VARIANTS = ("dflash", "no_features", "fusion", "ar", "eagle")
 
 
 def draft_stack(drafter: Drafter, target: Target, x: torch.Tensor, batch: ForwardBatch,
@@ -127,9 +128,15 @@ def variant_of(path: Path) -> str:
 
 
 def load_variant(path, target: Target, *, block_size: int | None = None) -> Proposer:
-    """`load_dflash`, then the variant's proposer class around the same drafter."""
+    """`load_dflash`, then the variant's proposer class around the same drafter (the EAGLE
+    baseline of reference/toy/eagle.py also reads its `in_proj.weight`)."""
     proposer = load_dflash(path, target, block_size=block_size)
     variant = variant_of(path)
     if variant == "dflash":
         return proposer
+    if variant == "eagle":
+        from reference.toy.eagle import EagleProposer
+
+        in_proj = read_safetensors(Path(path))["in_proj.weight"]
+        return EagleProposer(proposer.drafter, target, in_proj, proposer.block_size)
     return PROPOSERS[variant](proposer.drafter, target, proposer.block_size)

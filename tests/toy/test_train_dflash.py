@@ -1,11 +1,11 @@
 """Drafter training on a tiny random target: what it learns is exactly what the engine accepts.
 
-The target's greedy continuations are the data; a drafter of every variant (the full method
-and the ablations of reference/toy/variants.py) trained a few steps on them must (a) lower
-its loss, (b) leave generate lossless, and (c) have, at every engine round whose block lies
-inside the data, the commit length that its training forward predicts teacher-forced at that
-anchor (leading drafts equal to the same-position labels, plus one): no train/inference
-mismatch in labels, context, positions, injection or attention.
+The target's greedy continuations are the data; a drafter of every variant (the full method,
+the ablations of reference/toy/variants.py, the EAGLE baseline of eagle.py) trained a few
+steps on them must (a) lower its loss, (b) leave generate lossless, and (c) have, at every
+engine round whose block lies inside the data, the commit length that its training forward
+predicts teacher-forced at that anchor (leading drafts equal to the same-position labels,
+plus one): no train/inference mismatch in labels, context, positions, injection or attention.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def test_engine_commit_lengths_equal_the_training_forward(trained):
         variant = metrics["config"]["variant"]
         feats = (context_features(variant, target, ids, None) if variant == "no_features"
                  else target_features(target, ids, lens, proposer.target_layer_ids))
-        logits = block_logits(proposer.drafter, target, feats, layout, ids, variant)
+        logits = block_logits(proposer.drafter, target, feats, layout, ids, variant,
+                              getattr(proposer, "in_proj", None))
     predicted = {}
     for m, (b, p) in enumerate(layout.index.tolist()):
         hits = (logits[m].argmax(-1) == ids[b, p + 1 : p + BLOCK]).int()

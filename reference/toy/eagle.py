@@ -1,0 +1,141 @@
+"""The EAGLE-3-style baseline: an autoregressive chain drafter on fused target features.
+
+One Qwen3 layer whose input at position t is `in_proj([embed(x_t) ; g_{t-1}])` (in_proj:
+(H, 2H)), where g_{t-1} = hidden_norm(fc(captured target states of t-1)) for committed
+context; its output at t predicts x_{t+1}. Drafting from anchor p takes B-1 sequential
+one-token steps: step j reads the drafted token x_{p+j} and, in place of the target
+feature it does not have yet, its own previous output (through hidden_norm, a choice of
+this reproduction for scale), attending causally to the context K/V and its earlier steps.
+Training unrolls the same chain from random anchors (EAGLE-3's "training-time test"), with
+teacher-forced tokens and the decayed loss of the DFlash objective. Stored like a DFlash
+drafter (config.json with dflash_config.variant = "eagle", one layer) plus `in_proj.weight`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from reference.dflash import DFlashProposer, Drafter, context_hidden
+from reference.model import ForwardBatch, Target, rms_norm
+from reference.proposers import Proposal, Round
+from reference.toy.variants import draft_stack
+
+
+def eagle_inputs(drafter: Drafter, in_proj: torch.Tensor, target: Target, ids: torch.Tensor,
+                 features: torch.Tensor) -> torch.Tensor:
+    """in_proj([embed(ids) ; g]) (..., H) for ids (...) and g = features already fused (H)."""
+    return torch.cat([target.embed[ids], features], dim=-1) @ in_proj.t()
+
+
+def shifted_context(drafter: Drafter, features: torch.Tensor) -> torch.Tensor:
+    """g_{t-1} for every t of (bs, S, K*H) captured states: (bs, S, H), zeros at t = 0."""
+    g = context_hidden(drafter, features.flatten(0, 1)).view(*features.shape[:2], -1)
+    return torch.cat([torch.zeros_like(g[:, :1]), g[:, :-1]], dim=1)
+
+
+def chain(drafter: Drafter, in_proj: torch.Tensor, target: Target, tokens, feature,
+          positions, cache_loc, req_rows, prefix_lens, req_to_token, k_pool, v_pool, *,
+          teacher: torch.Tensor | None = None) -> torch.Tensor:
+    """B-1 one-token steps from the anchor tokens (n,) with first feature (n, H).
+
+    positions, cache_loc: (n, B). teacher (n, B) forces the step inputs (training); without
+    it each step reads the previous step's argmax. Returns logits (n, B-1, V).
+    """
+    eps = drafter.config.model.rms_norm_eps
+    out = []
+    for j in range(positions.shape[1] - 1):
+        tok = teacher[:, j] if teacher is not None else tokens
+        x = eagle_inputs(drafter, in_proj, target, tok, feature)[:, None]
+        batch = ForwardBatch(positions[:, j : j + 1], cache_loc[:, j : j + 1], req_rows,
+                             prefix_lens + j + 1)
+        h = draft_stack(drafter, target, x, batch, req_to_token, k_pool, v_pool,
+                        causal=True)[:, 0]
+        feature = rms_norm(h, drafter.hidden_norm, eps)
+        logits = target.logits(rms_norm(h, drafter.norm, eps))
+        tokens = logits.argmax(dim=-1)
+        out.append(logits)
+    return torch.stack(out, dim=1)
+
+
+def eagle_block_logits(drafter: Drafter, in_proj: torch.Tensor, target: Target,
+                       ids: torch.Tensor, features: torch.Tensor, layout, pool) -> torch.Tensor:
+    """Training logits (M, B-1, V) of the chain unrolled from every block's anchor.
+
+    ids: (bs, S); features: (bs, S, K*H); layout: draft_model.BlockLayout; pool: [k, v]
+    zeroed (L, slots, nkv, D) tensors. The context runs through the layer causally first.
+    """
+    bs, s = ids.shape
+    dev = ids.device
+    g_prev = shifted_context(drafter, features)
+    ctx_slots = 1 + torch.arange(bs * s, device=dev).view(bs, s)
+    table = torch.cat([layout.req_to_token, ctx_slots.to(layout.req_to_token.dtype)])
+    rows = table.shape[0] - bs + torch.arange(bs, device=dev)
+    ctx = ForwardBatch(torch.arange(s, device=dev).expand(bs, s), ctx_slots, rows,
+                       torch.full((bs,), s, device=dev))
+    draft_stack(drafter, target, eagle_inputs(drafter, in_proj, target, ids, g_prev), ctx,
+                table, pool[0], pool[1], causal=True)
+    b, p = layout.index[:, 0], layout.positions[:, 0]
+    teacher = ids[b[:, None], layout.positions]
+    return chain(drafter, in_proj, target, None, g_prev[b, p], layout.positions,
+                 layout.cache_loc, layout.req_rows, p, table, pool[0], pool[1],
+                 teacher=teacher)
+
+
+class EagleProposer(DFlashProposer):
+    """Runs the EAGLE-style chain in the engine; keeps each request's last target feature."""
+
+    def __init__(self, drafter: Drafter, target: Target, in_proj: torch.Tensor,
+                 block_size: int | None = None):
+        super().__init__(drafter, target, block_size)
+        self.in_proj = in_proj.to(device=target.device, dtype=target.dtype)
+
+    def bind(self, target: Target, pool, graphs) -> None:
+        super().bind(target, pool, graphs)
+        width = self.drafter.fc.shape[1]
+        self._prev = torch.zeros(pool.req_to_token.shape[0], width, dtype=target.dtype,
+                                 device=target.device)
+
+    def _context(self, ids, feats, positions, cache_loc, req_rows, kv_lens) -> None:
+        x = eagle_inputs(self.drafter, self.in_proj, self.target, ids,
+                         context_hidden(self.drafter, feats.flatten(0, 1)).view(
+                             *feats.shape[:2], -1))
+        draft_stack(self.drafter, self.target, x,
+                    ForwardBatch(positions, cache_loc, req_rows, kv_lens),
+                    self.pool.req_to_token, self.pool.draft_k, self.pool.draft_v, causal=True)
+
+    def prefill(self, input_ids, batch: ForwardBatch, aux) -> None:
+        bs = aux.shape[0]
+        shifted = torch.cat([torch.zeros_like(aux[:, :1]), aux[:, :-1]], dim=1)
+        self._context(input_ids, shifted, *batch)
+        self._prev[batch.req_rows] = aux[torch.arange(bs, device=aux.device),
+                                         batch.kv_lens - 1]
+
+    def _draft(self, anchor, positions, cache_loc, req_rows, prefix_lens) -> torch.Tensor:
+        g = context_hidden(self.drafter, self._prev[req_rows])
+        logits = chain(self.drafter, self.in_proj, self.target, anchor, g, positions,
+                       cache_loc, req_rows, prefix_lens, self.pool.req_to_token,
+                       self.pool.draft_k, self.pool.draft_v)
+        return torch.cat([anchor[:, None], logits.argmax(dim=-1)], dim=1)
+
+    def propose(self, rnd: Round) -> Proposal:
+        self._candidates = self.graphs.run(("eagle-draft", id(self)), self._draft,
+                                           rnd.verified_id, rnd.positions, rnd.cache_loc,
+                                           rnd.req_rows, rnd.prefix_lens).clone()
+        return Proposal(self._candidates)
+
+    def _commit(self, candidates, aux, positions, cache_loc, req_rows, prefix_lens,
+                commit_lens) -> None:
+        # Column j's input pairs its token with the feature of position j-1; columns past
+        # commit_len are rewritten by the next round's chain before anything reads them.
+        feats = torch.cat([self._prev[req_rows][:, None], aux[:, :-1]], dim=1)
+        self._context(candidates, feats, positions, cache_loc, req_rows,
+                      prefix_lens + self.block_size)
+        last = aux[torch.arange(aux.shape[0], device=aux.device),
+                   (commit_lens.long() - 1).clamp(min=0)]
+        keep = (commit_lens > 0)[:, None]
+        self._prev[req_rows] = torch.where(keep, last, self._prev[req_rows])
+
+    def commit(self, rnd: Round, aux, commit_lens) -> None:
+        self.graphs.run(("eagle-commit", id(self)), self._commit, self._candidates, aux,
+                        rnd.positions, rnd.cache_loc, rnd.req_rows, rnd.prefix_lens,
+                        commit_lens)
