@@ -5,13 +5,17 @@ prompts with the toy target (reference engine, batched) plainly and speculativel
 side, and reports tau (mean commit length), the commit-length histogram, the survival curve
 S(k) = P(commit_len >= k) with the conditional acceptance alpha_k = S(k+1) / S(k), the
 repetition rate of the outputs (degenerate loops inflate tau), how many requests equal plain
-decoding token for token (T = 0), and the speedup in tokens/s over plain decoding in the
-same run (meaningful on the GPU only). Writes results.csv, curves.csv, results.md,
+decoding token for token (T = 0), the speedup in tokens/s over plain decoding in the same
+run and the draft time per round (both meaningful on the GPU only: block drafters are flat
+in B, chain drafters grow with it). Drafters are folders under `artifacts` (the recipe's
+dflash-b16 / dflash-b8, or ablations/<name> from reference/toy/ablations.py), loaded by
+`reference.toy.variants.load_variant`. Writes results.csv, curves.csv, results.md,
 survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder.
 
 Examples:
     python -m experiments.acceptance artifacts=artifacts/toy
-    python -m experiments.acceptance 'block_sizes=[4,8,16,32]' 'splits=[test]'
+    python -m experiments.acceptance study=block_size      # train B in {8,16} x test B
+    python -m experiments.acceptance study=ablations       # tables 9, 10, 13, decay, EAGLE
 """
 
 from __future__ import annotations
@@ -74,9 +78,10 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
     import torch
 
     from reference.generate import generate
-    from reference.loaders import load_dflash, load_target
+    from reference.loaders import load_target
     from reference.toy.gen_data import split_prompts
     from reference.toy.tokenizer import EOT, load_tokenizer
+    from reference.toy.variants import load_variant
 
     root = Path(cfg.artifacts)
     device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available()
@@ -94,7 +99,7 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
             plain = generate(target, prompts, **kw)
             for name in cfg.drafters:
                 for block in cfg.block_sizes or [None]:
-                    proposer = load_dflash(root / name, target, block_size=block)
+                    proposer = load_variant(root / name, target, block_size=block)
                     spec = generate(target, prompts, proposer=proposer, **kw)
                     c = acceptance_curves(spec.accept_lengths, proposer.block_size)
                     key = {"drafter": name, "train_B": proposer.drafter.config.block_size,
@@ -108,7 +113,9 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
                                  "tokens_per_s": spec.stats["tokens_per_s"],
                                  "ar_tokens_per_s": plain.stats["tokens_per_s"],
                                  "speedup": spec.stats["tokens_per_s"]
-                                 / max(plain.stats["tokens_per_s"], 1e-9)})
+                                 / max(plain.stats["tokens_per_s"], 1e-9),
+                                 "draft_ms_per_round": 1e3 * spec.stats["draft_s"]
+                                 / max(spec.stats["rounds"], 1)})
                     for k in range(1, proposer.block_size + 1):
                         curves.append({**key, "k": k, "hist": c["hist"][k - 1],
                                        "survival": c["survival"][k - 1],
@@ -128,7 +135,7 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 def markdown_table(rows: list[dict]) -> str:
     cols = ("drafter", "train_B", "test_B", "split", "T", "tau", "full_block", "repetition",
-            "equal_plain", "speedup")
+            "equal_plain", "speedup", "draft_ms_per_round")
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:
         cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]

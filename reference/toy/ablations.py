@@ -1,0 +1,110 @@
+"""The ablation drafters, trained on the recipe's data at equal steps, as resumable stages.
+
+    python -m reference.toy.ablations --out artifacts/toy [--budget-minutes 9] [--only NAME]
+
+Needs a finished recipe (reference/toy/recipe.py) up to its data stage. Each ablation is a
+B = 16 drafter differing from `full` in one respect: no loss decay, uniform blocks instead of
+random anchors (table 13), no target features (table 10), input fusion or DFlash-AR
+(table 9), or the EAGLE-style chain baseline (one layer). Each writes out/ablations/<name>/
+with a stage.json keyed on its config and the data stage's key; done ones are skipped. A run
+starts an ablation only if its max_minutes still fits in --budget-minutes, so one command
+stays under a machine's time limit; rerun it to continue. Evaluate them with
+`python -m experiments.acceptance study=ablations`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from reference.toy.recipe import Recipe, is_done, stage_key
+from reference.toy.train_dflash import DFlashTrainConfig
+
+BASE = DFlashTrainConfig(block_size=16, steps=1500, max_minutes=4.0)
+ABLATIONS = {
+    "full": {},
+    "no-decay": {"no_decay": True},
+    "uniform": {"uniform": True},
+    "no-features": {"variant": "no_features"},
+    "fusion": {"variant": "fusion"},
+    "ar": {"variant": "ar"},
+    "eagle": {"variant": "eagle", "num_layers": 1},
+}
+
+
+def ablation_config(name: str, base: DFlashTrainConfig = BASE) -> DFlashTrainConfig:
+    return dataclasses.replace(base, **ABLATIONS[name])
+
+
+def ablation_key(recipe: Recipe, cfg: DFlashTrainConfig) -> str:
+    blob = json.dumps({"data": stage_key(recipe, "data"), "config": dataclasses.asdict(cfg)},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def ablation_done(out: Path, key: str) -> bool:
+    record = out / "stage.json"
+    return (record.is_file() and (out / "model.safetensors").is_file()
+            and json.loads(record.read_text()).get("key") == key)
+
+
+def run_ablations(out: Path, recipe: Recipe, names=tuple(ABLATIONS), base=BASE,
+                  budget_minutes: float | None = None, command: str = "") -> dict[str, dict]:
+    """Train every ablation of `names` not done yet, within the time budget."""
+    import torch
+
+    from reference.loaders import load_target
+    from reference.toy import stages
+
+    if not is_done(out, recipe, "data"):
+        raise RuntimeError(f"{out}: run the recipe up to its data stage first")
+    cuda = torch.cuda.is_available()
+    target = None
+    t0, records = time.time(), {}
+    for name in names:
+        cfg = ablation_config(name, base)
+        folder, key = out / "ablations" / name, ablation_key(recipe, cfg)
+        if ablation_done(folder, key):
+            print(f"ablations: {name} is done, skipped", flush=True)
+            continue
+        spent = (time.time() - t0) / 60
+        if budget_minutes and cfg.max_minutes and spent + cfg.max_minutes > budget_minutes:
+            print(f"ablations: {name} would pass the budget; rerun to continue", flush=True)
+            break
+        if target is None:
+            target = load_target(out / "target", device="cuda" if cuda else "cpu",
+                                 dtype=torch.bfloat16 if cuda else torch.float32)
+        folder.mkdir(parents=True, exist_ok=True)
+        start = time.time()
+        metrics = stages.drafter(folder, target, out / "tokenizer" / "tokenizer.json",
+                                 out / "data" / "train.safetensors", cfg)
+        records[name] = {"stage": f"ablations/{name}", "key": key, "command": command,
+                         "seed": cfg.seed, "wall_s": time.time() - start, "metrics": metrics}
+        (folder / "stage.json").write_text(json.dumps(records[name], indent=2))
+    return records
+
+
+def main() -> None:
+    from reference.toy.recipe import MICRO
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="the recipe's output folder")
+    ap.add_argument("--size", choices=("micro", "small", "base"), default="small")
+    ap.add_argument("--micro", action="store_true", help="the recipe was run with --micro")
+    ap.add_argument("--only", choices=sorted(ABLATIONS), action="append", default=None)
+    ap.add_argument("--budget-minutes", type=float, default=9.0)
+    args = ap.parse_args()
+    recipe = MICRO if args.micro else dataclasses.replace(Recipe(), size=args.size)
+    base = dataclasses.replace(MICRO.drafters[0], steps=10) if args.micro else BASE
+    command = " ".join(["python -m reference.toy.ablations", *sys.argv[1:]])
+    run_ablations(args.out, recipe, tuple(args.only or ABLATIONS), base, args.budget_minutes,
+                  command)
+
+
+if __name__ == "__main__":
+    main()
