@@ -16,6 +16,7 @@ Examples:
     python -m experiments.acceptance artifacts=artifacts/toy
     python -m experiments.acceptance study=block_size      # train B in {8,16} x test B
     python -m experiments.acceptance study=ablations       # tables 9, 10, 13, decay, EAGLE
+    python -m experiments.acceptance study=latency         # draft ms per round vs B (GPU)
 """
 
 from __future__ import annotations
