@@ -107,11 +107,10 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['requests_per_s']:8.0f} {r['decode_rounds_per_s']:9.0f}", flush=True)
     doc = {"command": " ".join(["python -m simulator.bench", *argv]),
            "stamp": _stamp(), "results": results}
-    line = json.dumps(doc)
-    print(line)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc))
     return doc
 
 
