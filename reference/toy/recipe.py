@@ -7,7 +7,8 @@ writes its outputs and a `stage.json` (its key: a hash of its parameters and of 
 the stages before it; the command, seed, metrics and wall time) into out/<stage>/. A stage
 whose stage.json holds the current key and whose outputs exist is skipped, so rerunning the
 command resumes after the last finished stage, and changing a parameter reruns that stage
-and everything after it. `--stage NAME` runs one stage (the earlier ones must be done).
+and everything after it. `--stage NAME` runs one stage (the earlier ones must be done);
+`--budget-minutes M` starts only the stages that fit in M minutes (rerun to continue).
 On an H200 each stage is meant to stay under 10 minutes and the whole recipe under about 20:
 the target and the drafters train on wall-time budgets (6 and 5 minutes; their metrics say
 how many steps fitted), data generation is ~20K prompts x 256 tokens through the batched
@@ -129,10 +130,23 @@ def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
                           recipe.drafter(stage))
 
 
+def planned_minutes(recipe: Recipe, stage: str) -> float:
+    """A stage's expected H200 minutes (its budget plus load/save; estimates elsewhere)."""
+    if stage == "target":
+        return (recipe.target_minutes or 6.0) + 1.0
+    if stage.startswith("dflash"):
+        return (recipe.drafter(stage).max_minutes or 6.0) + 1.0
+    return {"tokenizer": 1.0, "data": 4.0, "eval": 2.0}[stage]
+
+
 def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool = False,
-               command: str = "") -> dict[str, dict]:
-    """Run every stage not done (or just `only`); returns each run stage's record."""
-    records = {}
+               command: str = "", budget_minutes: float | None = None) -> dict[str, dict]:
+    """Run every stage not done (or just `only`); returns each run stage's record.
+
+    With budget_minutes, a stage starts only if its `planned_minutes` fit in what is left,
+    so one command stays under a machine's time limit; rerunning continues.
+    """
+    records, start = {}, time.time()
     for stage in STAGES if only is None else (only,):
         todo = [s for s in STAGES[: STAGES.index(stage)] if not is_done(out, recipe, s)]
         if todo:
@@ -140,6 +154,11 @@ def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool =
         if is_done(out, recipe, stage) and not force:
             print(f"recipe: {stage} is done, skipped", flush=True)
             continue
+        left = budget_minutes and budget_minutes - (time.time() - start) / 60
+        if budget_minutes and planned_minutes(recipe, stage) > left:
+            print(f"recipe: {stage} (~{planned_minutes(recipe, stage):.0f} min) does not fit "
+                  f"in the {left:.1f} min left; rerun to continue", flush=True)
+            break
         print(f"recipe: {stage} ...", flush=True)
         t0 = time.time()
         (out / stage).mkdir(parents=True, exist_ok=True)
@@ -161,10 +180,12 @@ def main() -> None:
     ap.add_argument("--stage", choices=STAGES, default=None, help="run only this stage")
     ap.add_argument("--force", action="store_true", help="rerun stages that are done")
     ap.add_argument("--zoo", type=Path, default=None, help="export the results here")
+    ap.add_argument("--budget-minutes", type=float, default=None,
+                    help="start only stages that fit (e.g. 9.5 under a 10-minute limit)")
     args = ap.parse_args()
     recipe = MICRO if args.micro else replace(Recipe(), size=args.size)
     command = " ".join(["python -m reference.toy.recipe", *sys.argv[1:]])
-    run_recipe(args.out, recipe, args.stage, args.force, command)
+    run_recipe(args.out, recipe, args.stage, args.force, command, args.budget_minutes)
     if args.zoo is not None:
         from reference.toy.zoo import export_zoo
 

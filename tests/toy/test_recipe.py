@@ -71,6 +71,8 @@ def test_rerun_skips_and_a_change_invalidates_downstream(micro):
     assert [is_done(out, changed, s) for s in STAGES] == [True] * 4 + [False, False]
     with pytest.raises(RuntimeError, match="needs"):
         run_recipe(out, changed, only="eval")
+    assert run_recipe(out, changed, budget_minutes=1.0) == {}  # b8 (~1 min) does not fit
+    assert not is_done(out, changed, "dflash-b8")
 
 
 def test_zoo_manifest_pins_every_file(micro, tmp_path):
