@@ -28,10 +28,15 @@ MASK_ID, BLOCK, S = TINY["vocab_size"] - 1, 4, 20
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory):
+def target_and_hf(tmp_path_factory):
     path = tmp_path_factory.mktemp("toy_target")
-    write_target(path)
-    return load_target(path)
+    hf = write_target(path)
+    return load_target(path), hf
+
+
+@pytest.fixture(scope="module")
+def target(target_and_hf):
+    return target_and_hf[0]
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +59,18 @@ def _batch(seed=0):
     loss_mask = (pos >= 5)[None] & (pos[None] < lens[:, None])
     anchors, valid = random_anchors(loss_mask, lens, BLOCK, 8, g)
     return ids, lens, anchors, valid
+
+
+def test_features_are_hf_hidden_states_of_layer_id_plus_one(target_and_hf):
+    target, hf = target_and_hf
+    ids, lens, _, _ = _batch()
+    feats = target_features(target, ids, lens, (1, 0))  # any order; not the last layer
+    with torch.no_grad():
+        states = hf(input_ids=ids[1:, :15], output_hidden_states=True).hidden_states
+    h = target.config.hidden_size
+    for k, layer in enumerate((1, 0)):
+        assert_close(feats[1, :15, k * h : (k + 1) * h], states[layer + 1][0],
+                     kind="reduction", name=f"layer {layer}")
 
 
 def test_training_logits_equal_the_dense_inference_draft(target, model):
