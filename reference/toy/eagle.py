@@ -91,9 +91,12 @@ class EagleProposer(DFlashProposer):
 
     def bind(self, target: Target, pool, graphs) -> None:
         super().bind(target, pool, graphs)
-        width = self.drafter.fc.shape[1]
-        self._prev = torch.zeros(pool.req_to_token.shape[0], width, dtype=target.dtype,
-                                 device=target.device)
+        shape = (pool.req_to_token.shape[0], self.drafter.fc.shape[1])
+        prev = getattr(self, "_prev", None)
+        if prev is not None and prev.shape == shape:
+            prev.zero_()  # the same buffer: CUDA graphs captured earlier read it in place
+        else:
+            self._prev = torch.zeros(shape, dtype=target.dtype, device=target.device)
 
     def _context(self, ids, feats, positions, cache_loc, req_rows, kv_lens) -> None:
         x = eagle_inputs(self.drafter, self.in_proj, self.target, ids,
