@@ -103,7 +103,8 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
     req_rounds = sum(r.request_rounds for r in reps)
     itl_v = np.concatenate([np.concatenate(r.itl_values or [np.zeros(0)]) for r in reps])
     itl_w = np.concatenate([np.concatenate(r.itl_weights or [np.zeros(0)]) for r in reps])
-    wall_span = max(cluster.env.now, 1e-12) * n_gpu
+    horizon = max([cluster.env.now, *(r.gpu_free for r in reps)])  # GPU may run past the end
+    wall_span = max(horizon, 1e-12) * n_gpu
     reserve = cfg.engine.kv_reserve_blocks * cfg.spec.block_size
     per_req = float(np.mean(req.prompt_tokens + req.output_tokens)) + reserve if len(req) else 1
     summary = {
@@ -144,7 +145,7 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
                     "max": int(samples[:, 3].max()) if len(samples) else 0},
         "engine": {"gpu_busy_frac": sum(r.gpu_busy_s for r in reps) / wall_span,
                    "host_busy_frac": sum(r.host_busy_s for r in reps) / wall_span,
-                   "bubble_s": float(sum(r.bubble_s for r in reps)),
+                   "bubble_s": max(0.0, float(sum(r.bubble_s for r in reps))),
                    "decode_rounds": int(sum(r.decode_rounds for r in reps)),
                    "prefill_rounds": int(sum(r.prefill_rounds for r in reps))},
         "preemptions": int(sum(r.preemptions for r in reps)),

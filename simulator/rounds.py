@@ -66,13 +66,14 @@ class RoundsMixin:
         if not n:
             return
         start, end = it.start, it.end
+        first, last = float(start[0]), float(end[-1])
         if self.gpu_free > -np.inf:
-            self.bubble_s += float(start[0]) - self.gpu_free
-        if n > 1:
-            self.bubble_s += float(start[1:].sum() - end[:-1].sum())
-        self.gpu_busy_s += float(it.gpu_s.sum())
+            self.bubble_s += first - self.gpu_free
+        s_sum, e_sum = float(start.sum()), float(end.sum())
+        self.bubble_s += (s_sum - first) - (e_sum - last)  # gaps between this stretch's rounds
+        self.gpu_busy_s += e_sum - s_sum
         self.host_busy_s += it.plan_s * n
-        self.gpu_free = float(end[-1])
+        self.gpu_free = last
 
     def _launch_stretch(self, it) -> None:
         """GPU-side effects of the stretch's rounds: KV, lengths, counters."""
@@ -88,9 +89,16 @@ class RoundsMixin:
         raw_live = c.c_raw[live]
         per_row = live.sum(axis=0)
         st.rounds[rows] += per_row
-        st.commit_sum[rows] += (c.c_raw * live).sum(axis=0)
+        # raw commits of live rounds = emitted tokens + the overshoot of a finishing round
+        raw = eff
+        if c.first_finish < L:
+            k = c.fin_round
+            fin = np.flatnonzero((k >= 0) & (k < L))
+            raw = eff.copy()
+            raw[fin] += c.c_raw[k[fin], fin] - c.c_eff[k[fin], fin]
+        st.commit_sum[rows] += raw
         self.acceptance.advance(rows, L)
-        n_live = int(per_row.sum())
+        n_live = raw_live.size
         self.decode_rounds += L
         self.verified_tokens += int(it.q.sum()) * L
         self.committed_tokens += int(eff.sum())
