@@ -12,6 +12,9 @@ dflash-b16 / dflash-b8, or ablations/<name> from reference/toy/ablations.py), lo
 `reference.toy.variants.load_variant`. Writes results.csv, curves.csv, results.md,
 survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder.
 
+Hydra composes the config when it is installed; without it (the GPU machine) the same
+`key=value` and `study=NAME` overrides are applied by `config_without_hydra`.
+
 Examples:
     python -m experiments.acceptance artifacts=artifacts/toy
     python -m experiments.acceptance study=block_size      # train B in {8,16} x test B
@@ -22,13 +25,11 @@ Examples:
 from __future__ import annotations
 
 import csv
+import dataclasses
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import hydra
-from hydra.core.config_store import ConfigStore
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import OmegaConf
 
 
 @dataclass
@@ -174,25 +175,61 @@ def plot_curves(curves: list[dict], out: Path) -> None:
 
 def run(cfg: AcceptanceConfig, out: Path) -> list[dict]:
     """Measure, then write every output into `out`; returns the results rows."""
+    import yaml
+
     out.mkdir(parents=True, exist_ok=True)
     rows, curves = measure(cfg)
     write_csv(out / "results.csv", rows)
     write_csv(out / "curves.csv", curves)
     (out / "results.md").write_text(markdown_table(rows))
-    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    (out / "config_resolved.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg)))
     if cfg.plots:
         plot_curves(curves, out)
     print(markdown_table(rows))
     return rows
 
 
-ConfigStore.instance().store(name="base_acceptance", node=AcceptanceConfig)
+CONF = Path(__file__).resolve().parents[1] / "conf" / "acceptance"
 
 
-@hydra.main(config_path="../conf/acceptance", config_name="config", version_base=None)
-def main(cfg) -> None:
-    app: AcceptanceConfig = OmegaConf.to_object(cfg)
-    run(app, Path(HydraConfig.get().runtime.output_dir))
+def config_without_hydra(argv: list[str]) -> AcceptanceConfig:
+    """The same composition (schema <- config.yaml <- study/<name>.yaml <- key=value) for a
+    machine without Hydra (the GPU machine has pyyaml, not hydra-core or omegaconf)."""
+    import yaml
+
+    overrides = dict(arg.split("=", 1) for arg in argv)
+    values = {k: v for k, v in yaml.safe_load((CONF / "config.yaml").read_text()).items()
+              if k not in ("defaults", "hydra")}
+    if "study" in overrides:
+        values.update(yaml.safe_load((CONF / "study" / f"{overrides.pop('study')}.yaml")
+                                     .read_text()))
+    values.update({k: yaml.safe_load(v) for k, v in overrides.items()})
+    names = {f.name for f in dataclasses.fields(AcceptanceConfig)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise SystemExit(f"acceptance: unknown keys {unknown}; known: {sorted(names)}")
+    return AcceptanceConfig(**values)
+
+
+def main() -> None:
+    """Hydra when installed; otherwise `config_without_hydra` into outputs/acceptance/."""
+    try:
+        import hydra
+    except ImportError:
+        cfg = config_without_hydra(sys.argv[1:])
+        run(cfg, Path("outputs/acceptance") / time.strftime("%Y-%m-%d/%H-%M-%S"))
+        return
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    ConfigStore.instance().store(name="base_acceptance", node=AcceptanceConfig)
+
+    @hydra.main(config_path="../conf/acceptance", config_name="config", version_base=None)
+    def app(cfg) -> None:
+        run(OmegaConf.to_object(cfg), Path(HydraConfig.get().runtime.output_dir))
+
+    app()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import pytest
 from experiments.acceptance import (
     AcceptanceConfig,
     acceptance_curves,
+    config_without_hydra,
     markdown_table,
     repetition_rate,
     run,
@@ -66,3 +67,16 @@ def test_hydra_entry_point(micro, tmp_path):
     bad = subprocess.run(cmd[:3] + ["no_such_key=1"], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert bad.returncode != 0
+
+
+@pytest.mark.parametrize("overrides", [[], ["study=ablations", "num_prompts=8"],
+                                       ["study=block_size", "block_sizes=[2,4]", "plots=false"]])
+def test_composition_without_hydra_matches_hydra(overrides):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    ConfigStore.instance().store(name="base_acceptance", node=AcceptanceConfig)
+    with initialize_config_dir(str(ROOT / "conf" / "acceptance"), version_base=None):
+        want = OmegaConf.to_object(compose("config", overrides=overrides))
+    assert config_without_hydra(overrides) == want
