@@ -62,11 +62,18 @@ def split_prompts(tok, split: str, n: int, prompt_len: tuple[int, int], seed: in
 
 def continue_prompts(target: Target, prompts: list[list[int]], *, max_new: int,
                      batch_size: int, stop_ids=(), temperature: float = 0.0,
-                     seed: int = 0) -> list[list[int]]:
-    """The target's continuation of every prompt, `batch_size` prompts per generate call."""
+                     seed: int = 0, max_minutes: float | None = None) -> list[list[int]]:
+    """The target's continuation of every prompt, `batch_size` prompts per generate call.
+
+    With max_minutes, stops after the batch that passes the time budget: the result then
+    covers only the first len(result) prompts.
+    """
     out: list[list[int]] = []
     t0 = time.time()
     for start in range(0, len(prompts), batch_size):
+        if max_minutes and time.time() - t0 > 60 * max_minutes:
+            print(f"gen_data: time budget reached after {len(out)} prompts", flush=True)
+            break
         res = generate(target, prompts[start : start + batch_size], max_new_tokens=max_new,
                        temperature=temperature, stop_token_ids=stop_ids, seed=seed + start)
         out.extend(res.tokens)
@@ -126,17 +133,20 @@ def load_dataset(path: Path | str) -> ToyDataset:
 
 def gen_data(target: Target, tok, out: Path, *, num_prompts: int, min_len: int = 64,
              max_len: int = 256, max_new: int = 256, batch_size: int = 256, seed: int = 0,
-             max_files: int | None = None, temperature: float = 0.0) -> dict:
+             max_files: int | None = None, temperature: float = 0.0,
+             max_minutes: float | None = None) -> dict:
     """Sample prompts from the training split, continue them, save; returns metrics.
 
-    temperature > 0 samples the continuations instead (data for drafters used at T > 0).
+    temperature > 0 samples the continuations instead (data for drafters used at T > 0);
+    max_minutes caps the generation time (fewer sequences then; see num_sequences).
     """
     t0 = time.time()
     files = split_files(tok, "train", max_files, min_tokens=min_len)
     prompts = sample_windows(files, num_prompts, min_len, max_len, seed)
     conts = continue_prompts(target, prompts, max_new=max_new, batch_size=batch_size,
                              stop_ids=(tok.token_to_id(EOT),), temperature=temperature,
-                             seed=seed)
+                             seed=seed, max_minutes=max_minutes)
+    prompts = prompts[: len(conts)]
     metrics = {"num_sequences": len(prompts), "prompt_tokens": sum(map(len, prompts)),
                "continuation_tokens": sum(map(len, conts)), "min_len": min_len,
                "max_len": max_len, "max_new": max_new, "seed": seed,
@@ -159,6 +169,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    ap.add_argument("--max-minutes", type=float, default=None, help="generation time budget")
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
     target = load_target(args.target, device="cuda" if cuda else "cpu",
@@ -166,7 +177,8 @@ def main() -> None:
     metrics = gen_data(target, load_tokenizer(args.target / "tokenizer.json"), args.out,
                        num_prompts=args.num_prompts, min_len=args.min_len,
                        max_len=args.max_len, max_new=args.max_new, batch_size=args.batch,
-                       seed=args.seed, temperature=args.temperature)
+                       seed=args.seed, temperature=args.temperature,
+                       max_minutes=args.max_minutes)
     print(json.dumps(metrics))
 
 

@@ -9,10 +9,10 @@ whose stage.json holds the current key and whose outputs exist is skipped, so re
 command resumes after the last finished stage, and changing a parameter reruns that stage
 and everything after it. `--stage NAME` runs one stage (the earlier ones must be done);
 `--budget-minutes M` starts only the stages that fit in M minutes (rerun to continue).
-On an H200 each stage is meant to stay under 10 minutes and the whole recipe under about 20:
-the target and the drafters train on wall-time budgets (6 and 5 minutes; their metrics say
-how many steps fitted), data generation is ~20K prompts x 256 tokens through the batched
-engine. `--micro` is the CPU scale the tests run.
+On an H200 the whole recipe is meant to take under 20 minutes: the target, the data
+generation and the drafters run on wall-time budgets (5, 3 and 4 + 4 minutes; their metrics
+say how many steps or sequences fitted), so `--budget-minutes 9.5` runs it in three
+commands. `--micro` is the CPU scale the tests run.
 """
 
 from __future__ import annotations
@@ -43,14 +43,15 @@ class Recipe:
     vocab: int = 4096
     max_files: int | None = None
     target_steps: int | None = None
-    target_minutes: float | None = 6.0
+    target_minutes: float | None = 5.0
     num_prompts: int = 20000
     prompt_len: tuple[int, int] = (64, 256)
     max_new: int = 256
     gen_batch: int = 256
+    data_minutes: float | None = 3.0
     drafters: tuple[DFlashTrainConfig, ...] = (
-        DFlashTrainConfig(block_size=16, steps=6000, max_minutes=5.0),
-        DFlashTrainConfig(block_size=8, steps=6000, max_minutes=5.0),
+        DFlashTrainConfig(block_size=16, steps=6000, max_minutes=4.0),
+        DFlashTrainConfig(block_size=8, steps=6000, max_minutes=4.0),
     )
     eval_prompts: int = 64
     eval_max_new: int = 256
@@ -67,7 +68,7 @@ class Recipe:
 
 
 MICRO = Recipe(size="micro", vocab=512, max_files=40, target_steps=30, target_minutes=None,
-               num_prompts=12, prompt_len=(8, 24), max_new=40, gen_batch=6,
+               num_prompts=12, prompt_len=(8, 24), max_new=40, gen_batch=6, data_minutes=None,
                drafters=(DFlashTrainConfig(block_size=16, num_layers=1, num_anchors=8, batch=6,
                                            steps=25, lr=3e-3),
                          DFlashTrainConfig(block_size=8, num_layers=1, num_anchors=8, batch=6,
@@ -88,7 +89,8 @@ def _params(recipe: Recipe, stage: str) -> dict:
         return {k: r[k] for k in ("size", "target_steps", "target_minutes", "max_files",
                                   "seed")}
     if stage == "data":
-        return {k: r[k] for k in ("num_prompts", "prompt_len", "max_new", "max_files", "seed")}
+        return {k: r[k] for k in ("num_prompts", "prompt_len", "max_new", "max_files", "seed",
+                                  "data_minutes")}
     if stage == "eval":
         return {k: r[k] for k in ("eval_prompts", "eval_max_new", "seed")}
     return asdict(recipe.drafter(stage))
@@ -131,12 +133,15 @@ def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
 
 
 def planned_minutes(recipe: Recipe, stage: str) -> float:
-    """A stage's expected H200 minutes (its budget plus load/save; estimates elsewhere)."""
-    if stage == "target":
-        return (recipe.target_minutes or 6.0) + 1.0
+    """A stage's H200 minutes at most: its time budget plus half a minute of loading and
+    saving (tokenizer and eval: estimates). The default recipe then fits three commands
+    of 9.5 minutes: tokenizer + target + data, the two drafters, eval."""
+    budgets = {"target": recipe.target_minutes, "data": recipe.data_minutes}
     if stage.startswith("dflash"):
-        return (recipe.drafter(stage).max_minutes or 6.0) + 1.0
-    return {"tokenizer": 1.0, "data": 4.0, "eval": 2.0}[stage]
+        budgets[stage] = recipe.drafter(stage).max_minutes
+    if stage in budgets:
+        return (budgets[stage] or 6.0) + 0.5
+    return {"tokenizer": 0.5, "eval": 1.5}[stage]
 
 
 def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool = False,

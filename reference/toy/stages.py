@@ -41,7 +41,7 @@ def data(out: Path, tgt: Target, tok_path: Path, recipe) -> dict:
     metrics = gen_data(tgt, load_tokenizer(tok_path), out / "train.safetensors",
                        num_prompts=recipe.num_prompts, min_len=lo, max_len=hi,
                        max_new=recipe.max_new, batch_size=recipe.gen_batch, seed=recipe.seed,
-                       max_files=recipe.max_files)
+                       max_files=recipe.max_files, max_minutes=recipe.data_minutes)
     release(tgt)
     return metrics
 
