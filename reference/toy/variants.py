@@ -27,7 +27,7 @@ import torch
 
 from reference.dflash import DFlashProposer, Drafter, context_hidden
 from reference.loaders import load_dflash, read_safetensors
-from reference.model import ForwardBatch, Target, attention_meta, decoder_layer, rms_norm
+from reference.model import ForwardBatch, Target, attention_meta, rms_norm
 from reference.proposers import Proposal, Proposer, Round
 
 VARIANTS = ("dflash", "no_features", "fusion", "ar", "eagle")
@@ -38,14 +38,15 @@ def draft_stack(drafter: Drafter, target: Target, x: torch.Tensor, batch: Forwar
                 causal: bool) -> torch.Tensor:
     """Run inputs x (bs, T, H) through the draft layers over the draft pool; returns the
     residual stream after the last layer (bs, T, H). Every layer writes its K/V at
-    batch.cache_loc first (decoder_layer)."""
+    batch.cache_loc first. The layer is the target's `fast_layer` (decoder_layer, compiled
+    after enable_compile), as in `draft_forward`, so drafters are timed alike."""
     cfg = drafter.config.model
     cache_loc = batch.cache_loc.reshape(-1)
     cos_sin = drafter.cos_sin[batch.positions]
     for i, w in enumerate(drafter.layers):
         attn = attention_meta(batch, req_to_token, causal=causal, window=cfg.window(i))
-        x = decoder_layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads,
-                          cfg.rms_norm_eps)
+        x = target.fast_layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i],
+                              cfg.num_heads, cfg.rms_norm_eps)
     return x
 
 
