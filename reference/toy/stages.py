@@ -2,8 +2,8 @@
 
 tokenizer -> target -> data -> drafter (one per block size) -> evaluate. The evaluation
 decodes held-out test prompts greedily with and without each drafter and reports tau, the
-commit-length histogram, how many requests match plain greedy token for token, and the
-tokens/s of both (wall-clock on whatever device ran it).
+commit-length histogram, how many requests match plain greedy token for token, the tokens/s
+of both (wall-clock on whatever device ran it) and three held-out completions as text.
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ def evaluate(out: Path, tgt: Target, tok_path: Path, recipe, drafter_stages: lis
                             recipe.seed + 1, recipe.max_files)
     kw = dict(max_new_tokens=recipe.eval_max_new, stop_token_ids=(tok.token_to_id(EOT),))
     plain = generate(tgt, prompts, **kw)
-    result = {"prompts": len(prompts), "ar_tokens_per_s": plain.stats["tokens_per_s"]}
+    result = {"prompts": len(prompts), "ar_tokens_per_s": plain.stats["tokens_per_s"],
+              "samples": [{"prompt": tok.decode(p), "completion": tok.decode(c)}
+                          for p, c in zip(prompts[:3], plain.tokens)]}
     for stage in drafter_stages:
         spec = generate(tgt, prompts, proposer=load_dflash(out / stage, tgt), **kw)
         result[stage] = {
