@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
+from kernels.paged_attention.ref import visible_keys
 from reference.loaders import load_dflash, load_target
 from reference.toy.draft_model import (
     TrainableDrafter,
@@ -102,6 +105,26 @@ def test_trap_layout_shows_context_strictly_before_the_anchor(target, model):
         own_slots.update(layout.cache_loc[m].tolist())
     assert len(own_slots) == layout.cache_loc.numel()  # blocks never share a slot
     assert min(own_slots) > 2 * S  # and never a context slot
+
+
+@given(seed=st.integers(0, 2**16), bs=st.integers(1, 4), s=st.integers(2, 40),
+       block=st.integers(1, 9), n=st.integers(1, 10), causal=st.booleans())
+def test_trap_every_block_sees_exactly_its_context_and_itself(seed, bs, s, block, n, causal):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(2, 40, (bs, s), generator=g)
+    lens = torch.randint(1, s + 1, (bs,), generator=g)
+    loss_mask = torch.rand(bs, s, generator=g) < 0.7
+    anchors, valid = random_anchors(loss_mask, lens, block, n, g)
+    layout = block_layout(ids, anchors, valid, block, mask_token_id=1)
+    table = layout.req_to_token[layout.req_rows].long()  # (M, S)
+    seen = visible_keys(layout.positions, layout.kv_lens, s, causal=causal, window=None)
+    seen = seen.expand(*layout.positions.shape, s)  # (M, B, S); broadcast when not causal
+    for m, (b, j) in enumerate(layout.index.tolist()):
+        p = int(anchors[b, j])
+        for k in range(block):
+            slots = set(table[m][seen[m, k]].tolist())
+            own = layout.cache_loc[m, : (k + 1 if causal else block)].tolist()
+            assert slots == {1 + b * s + w for w in range(p)} | set(own)
 
 
 def test_trap_block_output_ignores_the_anchor_feature_and_later_tokens(target, model):
