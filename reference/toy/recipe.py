@@ -11,7 +11,7 @@ and everything after it. `--stage NAME` runs one stage (the earlier ones must be
 `--budget-minutes M` starts only the stages that fit in M minutes (rerun to continue).
 On an H200 the whole recipe is meant to take under 20 minutes: the target, the data
 generation and the drafters run on wall-time budgets (5, 3 and 4 + 4 minutes; their metrics
-say how many steps or sequences fitted), so `--budget-minutes 9.5` runs it in three
+say how many steps or sequences fitted), so `--budget-minutes 9` runs it in three
 commands. `--micro` is the CPU scale the tests run.
 """
 
@@ -134,8 +134,9 @@ def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
 
 def planned_minutes(recipe: Recipe, stage: str) -> float:
     """A stage's H200 minutes at most: its time budget plus half a minute of loading and
-    saving (tokenizer and eval: estimates). The default recipe then fits three commands
-    of 9.5 minutes: tokenizer + target + data, the two drafters, eval."""
+    saving (tokenizer and eval: estimates). With --budget-minutes 9 (a 10-minute machine
+    limit less start-up) the default recipe runs in three commands: tokenizer + target,
+    data + dflash-b16, dflash-b8 + eval."""
     budgets = {"target": recipe.target_minutes, "data": recipe.data_minutes}
     if stage.startswith("dflash"):
         budgets[stage] = recipe.drafter(stage).max_minutes
@@ -186,7 +187,7 @@ def main() -> None:
     ap.add_argument("--force", action="store_true", help="rerun stages that are done")
     ap.add_argument("--zoo", type=Path, default=None, help="export the results here")
     ap.add_argument("--budget-minutes", type=float, default=None,
-                    help="start only stages that fit (e.g. 9.5 under a 10-minute limit)")
+                    help="start only stages that fit (e.g. 9 under a 10-minute limit)")
     args = ap.parse_args()
     recipe = MICRO if args.micro else replace(Recipe(), size=args.size)
     command = " ".join(["python -m reference.toy.recipe", *sys.argv[1:]])
