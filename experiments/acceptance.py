@@ -147,27 +147,32 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def plot_curves(curves: list[dict], out: Path) -> None:
-    """survival.png: S(k) per drafter/test B/T (test split if present); commit_hist.png."""
+    """survival.png and commit_hist.png: one panel per temperature, one line per drafter
+    and test B (the test split when measured, else the first split)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     split = "test" if any(c["split"] == "test" for c in curves) else curves[0]["split"]
+    temps = sorted({c["T"] for c in curves})
     groups: dict[tuple, list[dict]] = {}
     for c in curves:
         if c["split"] == split:
-            groups.setdefault((c["drafter"], c["test_B"], c["T"]), []).append(c)
+            groups.setdefault((c["T"], c["drafter"], c["test_B"]), []).append(c)
     for name, col, ylabel in (("survival", "survival", "S(k) = P(commit_len >= k)"),
                               ("commit_hist", "hist", "fraction of rounds")):
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for (drafter, block, temp), pts in groups.items():
-            ax.plot([p["k"] for p in pts], [p[col] for p in pts], marker="o", ms=3,
-                    label=f"{drafter} B={block} T={temp}")
-        ax.set_xlabel("k (commit length)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"{name} ({split} split)")
-        ax.legend(fontsize=7)
+        fig, axes = plt.subplots(1, len(temps), figsize=(6 * len(temps), 4), squeeze=False,
+                                 sharey=True)
+        for ax, temp in zip(axes[0], temps):
+            for (t, drafter, block), pts in groups.items():
+                if t == temp:
+                    ax.plot([p["k"] for p in pts], [p[col] for p in pts], marker="o", ms=3,
+                            label=f"{drafter} B={block}")
+            ax.set_xlabel("k (commit length)")
+            ax.set_title(f"{name}, {split} split, T={temp}")
+            ax.legend(fontsize=7)
+        axes[0][0].set_ylabel(ylabel)
         fig.tight_layout()
         fig.savefig(out / f"{name}.png", dpi=120)
         plt.close(fig)
