@@ -217,12 +217,15 @@ def config_without_hydra(argv: list[str]) -> AcceptanceConfig:
 
 
 def main() -> None:
-    """Hydra when installed; otherwise `config_without_hydra` into outputs/acceptance/."""
+    """Hydra when installed; otherwise `config_without_hydra`, writing into hydra.run.dir=
+    when given, else outputs/acceptance/<date>/<time>/."""
     try:
         import hydra
     except ImportError:
-        cfg = config_without_hydra(sys.argv[1:])
-        run(cfg, Path("outputs/acceptance") / time.strftime("%Y-%m-%d/%H-%M-%S"))
+        argv = [a for a in sys.argv[1:] if not a.startswith("hydra.run.dir=")]
+        dirs = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("hydra.run.dir=")]
+        out = dirs[-1] if dirs else f"outputs/acceptance/{time.strftime('%Y-%m-%d/%H-%M-%S')}"
+        run(config_without_hydra(argv), Path(out))
         return
     from hydra.core.config_store import ConfigStore
     from hydra.core.hydra_config import HydraConfig
