@@ -101,8 +101,10 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
     verified = sum(r.verified_tokens for r in reps)
     committed = sum(r.committed_tokens for r in reps)
     req_rounds = sum(r.request_rounds for r in reps)
-    itl_v = np.concatenate([np.concatenate(r.itl_values or [np.zeros(0)]) for r in reps])
-    itl_w = np.concatenate([np.concatenate(r.itl_weights or [np.zeros(0)]) for r in reps])
+    gaps = [g for r in reps for g in r.itl_gaps]
+    itl_v = np.concatenate([*gaps, *(v for r in reps for v in r.itl_values)])
+    itl_w = np.concatenate([np.ones(sum(map(len, gaps))),
+                            *(w for r in reps for w in r.itl_weights)])
     horizon = max([cluster.env.now, *(r.gpu_free for r in reps)])  # GPU may run past the end
     wall_span = max(horizon, 1e-12) * n_gpu
     reserve = cfg.engine.kv_reserve_blocks * cfg.spec.block_size

@@ -25,7 +25,7 @@ class Record:
     slots: np.ndarray
     epochs: np.ndarray
     c_eff: np.ndarray
-    first: np.ndarray
+    first: np.ndarray | None
     fin: np.ndarray
     host_seq: np.ndarray | None
     proc_s: float
@@ -40,7 +40,8 @@ class RoundsMixin:
         self.verified_tokens = self.committed_tokens = 0
         self.request_rounds = self.wasted_rows = self.preemptions = 0
         self.commit_hist = np.zeros(block_size + 1, dtype=np.int64)
-        self.itl_values: list[np.ndarray] = []
+        self.itl_gaps: list[np.ndarray] = []  # one sample each
+        self.itl_values: list[np.ndarray] = []  # with weights (shared gaps of a stretch)
         self.itl_weights: list[np.ndarray] = []
 
     def commit(self, it: Iteration) -> None:
@@ -112,8 +113,8 @@ class RoundsMixin:
         L, lag = c.length, self.lag
         n_proc = L - lag
         if lag:
-            self.pending = Record(rows, it.epochs, c.c_eff[-1], np.zeros(len(rows), bool),
-                                  c.fin_round == L - 1, c.seq_after[-1], it.proc_s)
+            self.pending = Record(rows, it.epochs, c.c_eff[-1], None, c.fin_round == L - 1,
+                                  c.seq_after[-1], it.proc_s)
         if n_proc <= 0:
             return
         self.host_busy_s += it.proc_s * n_proc
@@ -124,9 +125,7 @@ class RoundsMixin:
             rows, ce, seq, fr = rows[valid], ce[:, valid], seq[valid], fr[valid]
         st.emitted[rows] += ce.sum(axis=0)
         st.host_seq[rows] = seq
-        first = rows[ce[0] > 0]
-        self.itl_values.append(T[0] - st.last_emit[first])
-        self.itl_weights.append(np.ones(len(first)))
+        self.itl_gaps.append(T[0] - st.last_emit[rows[ce[0] > 0]])
         if n_proc > 1:
             self.itl_values.append(np.diff(T))
             self.itl_weights.append(np.count_nonzero(ce[1:], axis=1).astype(np.float64))
@@ -143,19 +142,20 @@ class RoundsMixin:
             return
         valid = st.epoch[slots] == rec.epochs
         if not valid.all():  # rows whose request finished or was preempted meanwhile
-            slots, ce, first, fin = slots[valid], ce[valid], first[valid], fin[valid]
+            slots, ce, fin = slots[valid], ce[valid], fin[valid]
+            first = None if first is None else first[valid]
             seq = None if seq is None else seq[valid]
         st.emitted[slots] += ce
         if seq is not None:
             st.host_seq[slots] = seq
-        if first.any():
+        emitting = slots[ce > 0]
+        if first is not None and first.any():  # a prefill's first tokens: TTFT, not ITL
             self.req.first_token_s[st.rid[slots[first]]] = t
-        emit = ce > 0
-        gap_rows = slots[emit & ~first]
-        if gap_rows.size:
-            self.itl_values.append(t - st.last_emit[gap_rows])
-            self.itl_weights.append(np.ones(gap_rows.size))
-        st.last_emit[slots[emit]] = t
+            gaps = slots[~first & (ce > 0)]
+        else:
+            gaps = emitting
+        self.itl_gaps.append(t - st.last_emit[gaps])
+        st.last_emit[emitting] = t
         if fin.any():
             self._finish(slots[fin], np.full(int(fin.sum()), t))
 
