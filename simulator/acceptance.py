@@ -128,7 +128,7 @@ class CurveAcceptance(AcceptanceModel):
             return np.ones((rounds, n), dtype=np.int64)
         u = self._uniforms(rounds * n).reshape(rounds, n, 1)
         s = self.S[slots]
-        if (q < self.block_size).any():
+        if q.min() < self.block_size:
             s = s * (np.arange(self.block_size - 1) < (q[:, None] - 1))
         return 1 + (u < s).sum(axis=2)
 

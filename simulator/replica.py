@@ -33,7 +33,7 @@ from simulator.stretch import Commits, plan_commits, timeline_overlap, timeline_
 from simulator.workload import Requests
 
 
-@dataclass
+@dataclass(slots=True)
 class Iteration:
     """A planned iteration (`kind` prefill, decode or pending): H[k] is when the host starts
     iteration k's planning, H[-1] when the whole iteration is over; GPU start/end per round;

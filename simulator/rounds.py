@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from simulator.replica import Iteration
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """A launched round's results, per row: slot, its epoch at launch, tokens to emit, whether
     that is the first token, whether the request finishes, the committed length to publish."""

@@ -51,8 +51,8 @@ class SlotTable:
         self.gen[slot] = self.emitted[slot] = emitted
         self.out[slot] = out
         self.last_emit[slot] = last_emit
-        for name in ("prefilled", "seq", "host_seq", "reserved", "rounds", "commit_sum"):
-            getattr(self, name)[slot] = 0
+        self.prefilled[slot] = self.seq[slot] = self.host_seq[slot] = self.reserved[slot] = 0
+        self.rounds[slot] = self.commit_sum[slot] = 0
         self.n_active += 1
         self.prefilling.append(slot)
         return slot

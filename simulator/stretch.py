@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass
+@dataclass(slots=True)
 class Commits:
     """Per-round, per-row outcome of a stretch of `length` rounds (arrays are (length, n))."""
 
