@@ -105,12 +105,13 @@ class Cluster:
             yield env.timeout(period)
             if env.peek() == float("inf"):
                 return  # nothing else will ever happen: let env.run report the stall
-            reps = self.replicas
-            self.samples.append((
-                env.now, self.n_arrived - self.n_finished,
-                sum(r.kv_used_at(env.now) for r in reps), sum(r.slots.n_active for r in reps),
-                sum(len(r.waiting) for r in reps),
-            ))
+            kv = running = waiting = 0
+            for r in self.replicas:
+                kv += r.kv_used_at(env.now)
+                running += r.slots.n_active
+                waiting += len(r.waiting)
+            self.samples.append((env.now, self.n_arrived - self.n_finished, kv, running,
+                                 waiting))
 
     def run(self) -> None:
         env = self.env

@@ -99,8 +99,9 @@ class Replica(RoundsMixin):
         if it is None or it.kind != "decode":
             return used
         c = it.commits
-        k = min(max(int(np.searchsorted(it.H, t, side="right")) - 1, 0), c.length - 1)
-        return used + int((np.maximum(c.res0, c.host_view(k) + c.reserve) - c.res0).sum())
+        k = min(max(int(it.H.searchsorted(t, side="right")) - 1, 0), c.length - 1)
+        grow = c.host_view(k) + c.reserve - c.res0
+        return used + int(grow[grow > 0].sum())
 
     @property
     def outstanding(self) -> int:
