@@ -86,6 +86,7 @@ class CurveAcceptance(AcceptanceModel):
         self.decay = decay
         self.rng = rng
         self.S = np.zeros((n_slots, max(block_size - 1, 0)))
+        self._ones = np.ones(max(block_size - 1, 0))
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._u = np.empty(0)
         self._pos = 0
@@ -130,7 +131,7 @@ class CurveAcceptance(AcceptanceModel):
         s = self.S[slots]
         if q.min() < self.block_size:
             s = s * (np.arange(self.block_size - 1) < (q[:, None] - 1))
-        return 1 + (u < s).sum(axis=2)
+        return 1 + ((u < s) @ self._ones).astype(np.int64)  # matmul: faster than sum
 
 
 class ReplayAcceptance(AcceptanceModel):

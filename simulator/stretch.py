@@ -74,17 +74,16 @@ def plan_commits(c_raw: np.ndarray, gen0: np.ndarray, out: np.ndarray, seq0: np.
     reached = cum >= rem  # monotone in k, so its last row says whether it ever happens
     fin_round = np.where(reached[-1], reached.argmax(axis=0), K)
     first_finish = int(fin_round.min())  # round of the first finish, K if none
-    doomed = rem <= 0  # finished in a round whose results the host has not processed yet
-    if doomed.any():
-        fin_round[doomed] = -1
+    if rem.min() <= 0:  # finished in a round whose results the host has not processed yet
+        fin_round[rem <= 0] = -1
         first = -1
     else:
         first = first_finish
     length = K if first >= K else min(K, first + 1 + lag)
     seq_after = seq0 + cum
     kv = seq_after - c_raw
-    # growth of the reservation by round k is at most (k + 1 + lag) * max commit + reserve
-    if kv_free < n * ((length + lag) * int(c_raw.max()) + reserve):
+    # a row's reservation grows by at most k * B + reserve <= (k + 1) * reserve by round k
+    if kv_free < n * (length + 1) * reserve:
         host = kv if lag == 0 else np.vstack([host_seq0[None, :], kv[:-1]])
         grow = np.maximum(host + reserve - res0, 0).sum(axis=1)
         over = np.flatnonzero(grow > kv_free)
