@@ -53,6 +53,7 @@ class Iteration:
     epochs: np.ndarray | None = None
     q: np.ndarray | None = None
     commits: Commits | None = None
+    releases: int = 0
 
     @property
     def wake(self) -> float:
@@ -173,7 +174,8 @@ class Replica(RoundsMixin):
         gpu = np.array([self.method.prefill_gpu_s(self.cost, q, kv)])
         H, s, e, plan_s, proc_s, pend = self._timeline(now, gpu, len(rows))
         rec = Record(done, st.epoch[done], np.ones(len(done), dtype=np.int64),
-                     st.emitted[done] == 0, st.gen[done] >= st.out[done], None, proc_s)
+                     st.emitted[done] == 0, st.gen[done] >= st.out[done], None, proc_s,
+                     st.releases)
         return Iteration("prefill", H, s, e, gpu, plan_s, proc_s, pend, record=rec)
 
     def _select_prefill(self) -> tuple[list, list, list]:
@@ -237,7 +239,7 @@ class Replica(RoundsMixin):
         gpu = np.atleast_1d(self.method.decode_gpu_s(self.cost, q, commits.kv))
         H, s, e, plan_s, proc_s, pend = self._timeline(now, gpu, len(rows))
         return Iteration("decode", H, s, e, gpu, plan_s, proc_s, pend, rows=rows,
-                         epochs=st.epoch[rows], q=q, commits=commits)
+                         epochs=st.epoch[rows], q=q, commits=commits, releases=st.releases)
 
     def _stretch_rounds(self, rows: np.ndarray, rem: np.ndarray) -> int:
         """Rounds to sample: a little beyond the expected first finish."""

@@ -29,6 +29,7 @@ class Record:
     fin: np.ndarray
     host_seq: np.ndarray | None
     proc_s: float
+    releases: int
 
 
 class RoundsMixin:
@@ -114,14 +115,14 @@ class RoundsMixin:
         n_proc = L - lag
         if lag:
             self.pending = Record(rows, it.epochs, c.c_eff[-1], None, c.fin_round == L - 1,
-                                  c.seq_after[-1], it.proc_s)
+                                  c.seq_after[-1], it.proc_s, it.releases)
         if n_proc <= 0:
             return
         self.host_busy_s += it.proc_s * n_proc
         T = it.H[1 + lag: 1 + lag + n_proc]
         ce, seq, fr = c.c_eff[:n_proc], c.seq_after[n_proc - 1], c.fin_round
-        valid = st.epoch[rows] == it.epochs
-        if not valid.all():  # overlap: rows freed when the pending round was processed
+        if st.releases != it.releases:  # overlap: rows freed processing the pending round
+            valid = st.epoch[rows] == it.epochs
             rows, ce, seq, fr = rows[valid], ce[:, valid], seq[valid], fr[valid]
         st.emitted[rows] += ce.sum(axis=0)
         st.host_seq[rows] = seq
@@ -140,8 +141,8 @@ class RoundsMixin:
         slots, ce, first, fin, seq = rec.slots, rec.c_eff, rec.first, rec.fin, rec.host_seq
         if not slots.size:
             return
-        valid = st.epoch[slots] == rec.epochs
-        if not valid.all():  # rows whose request finished or was preempted meanwhile
+        if st.releases != rec.releases:  # requests finished or preempted meanwhile
+            valid = st.epoch[slots] == rec.epochs
             slots, ce, fin = slots[valid], ce[valid], fin[valid]
             first = None if first is None else first[valid]
             seq = None if seq is None else seq[valid]

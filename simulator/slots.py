@@ -29,6 +29,7 @@ class SlotTable:
         self.last_emit = np.zeros(n_slots)
         self.free_slots = list(range(n_slots - 1, -1, -1))
         self.prefilling: list[int] = []
+        self.releases = 0  # slots released so far: unchanged means every epoch is too
         self.capacity = capacity_tokens
         self.kv_free = capacity_tokens
         self.n_active = 0
@@ -67,6 +68,7 @@ class SlotTable:
         self.epoch[slots] += 1
         self.free_slots.extend(np.asarray(slots).tolist()[::-1])
         self.n_active -= len(slots)
+        self.releases += len(slots)
 
     def reserve_to(self, slots: np.ndarray, target: np.ndarray) -> None:
         """Grow the reservation of `slots` to `target` tokens (never shrinks)."""
