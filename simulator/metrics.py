@@ -41,7 +41,7 @@ def weighted_stats(x: np.ndarray, w: np.ndarray | None = None) -> dict:
     x, w = x[keep], w[keep]
     if not x.size:
         return {"mean": None, **{f"p{q}": None for q in QUANTILES}}
-    order = np.argsort(x, kind="stable")
+    order = np.argsort(x)
     x, cw = x[order], np.cumsum(w[order])
     out = {"mean": float(np.average(x, weights=w[order]))}
     for q in QUANTILES:
