@@ -47,7 +47,6 @@ class Iteration:
     gpu_s: np.ndarray
     plan_s: float
     proc_s: float
-    pending_proc_s: float
     record: Record | None = None
     rows: np.ndarray | None = None
     epochs: np.ndarray | None = None
@@ -147,9 +146,8 @@ class Replica(RoundsMixin):
             pend = self.pending.proc_s if self.pending is not None else None
             H, s, e = timeline_overlap(now, plan_s, gpu_s, copy_s, proc_s, self.gpu_free, pend)
         else:
-            pend = None
             H, s, e = timeline_sync(now, plan_s, gpu_s, copy_s, proc_s)
-        return H, s, e, plan_s, proc_s, (pend or 0.0)
+        return H, s, e, plan_s, proc_s
 
     def _plan_prefill(self, now: float) -> Iteration | None:
         rows_l, chunks, new = self._select_prefill()
@@ -172,11 +170,11 @@ class Replica(RoundsMixin):
             for slot in done.tolist():
                 st.prefilling.remove(slot)
         gpu = np.array([self.method.prefill_gpu_s(self.cost, q, kv)])
-        H, s, e, plan_s, proc_s, pend = self._timeline(now, gpu, len(rows))
+        H, s, e, plan_s, proc_s = self._timeline(now, gpu, len(rows))
         rec = Record(done, st.epoch[done], np.ones(len(done), dtype=np.int64),
                      st.emitted[done] == 0, st.gen[done] >= st.out[done], None, proc_s,
                      st.releases)
-        return Iteration("prefill", H, s, e, gpu, plan_s, proc_s, pend, record=rec)
+        return Iteration("prefill", H, s, e, gpu, plan_s, proc_s, record=rec)
 
     def _select_prefill(self) -> tuple[list, list, list]:
         """Rows and chunk sizes of the next prefill batch (continuing chunks first, then
@@ -237,8 +235,8 @@ class Replica(RoundsMixin):
         commits = plan_commits(c_raw, gen, out, st.seq[rows], st.host_seq[rows],
                                st.reserved[rows], st.kv_free, self.reserve_tokens, self.lag)
         gpu = np.atleast_1d(self.method.decode_gpu_s(self.cost, q, commits.kv))
-        H, s, e, plan_s, proc_s, pend = self._timeline(now, gpu, len(rows))
-        return Iteration("decode", H, s, e, gpu, plan_s, proc_s, pend, rows=rows,
+        H, s, e, plan_s, proc_s = self._timeline(now, gpu, len(rows))
+        return Iteration("decode", H, s, e, gpu, plan_s, proc_s, rows=rows,
                          epochs=st.epoch[rows], q=q, commits=commits, releases=st.releases)
 
     def _stretch_rounds(self, rows: np.ndarray, rem: np.ndarray) -> int:
@@ -276,4 +274,4 @@ class Replica(RoundsMixin):
         t = max(now, self.gpu_free + self.cost.copy_s()) + self.pending.proc_s
         H = np.array([now, t])
         none = np.empty(0)
-        return Iteration("pending", H, none, none, none, 0.0, 0.0, self.pending.proc_s)
+        return Iteration("pending", H, none, none, none, 0.0, 0.0)

@@ -70,12 +70,6 @@ class SlotTable:
         self.n_active -= len(slots)
         self.releases += len(slots)
 
-    def reserve_to(self, slots: np.ndarray, target: np.ndarray) -> None:
-        """Grow the reservation of `slots` to `target` tokens (never shrinks)."""
-        grow = np.maximum(target - self.reserved[slots], 0)
-        self.reserved[slots] += grow
-        self.kv_free -= int(grow.sum())
-
     def victims(self, rows: np.ndarray, excess: int, need: np.ndarray,
                 prompt: np.ndarray) -> np.ndarray:
         """Rows to retract so that `excess` KV tokens come free, as SGLang orders them:
