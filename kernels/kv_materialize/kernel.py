@@ -261,9 +261,8 @@ def kv_materialize(
             f"w_kv has shape {tuple(w_kv.shape)}, expected (L, 2*nkv*D, H) with "
             f"L={layers}, 2*nkv*D={2 * nkv * head_dim} from the pools"
         )
-    _check_rope(k_norm_weight, cos_sin_cache, layers, head_dim, dev)
-    _check_tokens(positions, cache_loc, commit_lens, block_size, ctx_hidden.shape[0], dev)
     check_runnable("ctx_hidden", ctx_hidden)
+    # norm_rope_write checks the pools again and the rope and token arguments: once each.
     norm_rope_write(
         project_kv(ctx_hidden, w_kv), k_norm_weight, cos_sin_cache, positions, cache_loc,
         k_pool, v_pool, eps=eps, commit_lens=commit_lens, block_size=block_size,
