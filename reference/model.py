@@ -153,13 +153,15 @@ class Target:
 
     def forward(self, input_ids: torch.Tensor, batch: ForwardBatch, req_to_token: torch.Tensor,
                 k_pool: torch.Tensor, v_pool: torch.Tensor,
-                capture: tuple[int, ...] = (), fast: bool = True
+                capture: tuple[int, ...] = (), fast: bool = True, causal: bool = True
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run input_ids (bs, T) through every layer, reading and writing the pool.
 
         Returns the final-normed hidden (bs, T, H) and, if `capture` names layer ids, the
         residual stream after each of them concatenated in that order (bs, T, K*H).
         fast=False runs the eager layer (prefill: one-off shapes, not worth compiling).
+        causal=False lets every token see all keys < kv_lens (bidirectional inside the new
+        tokens, as a self-speculative draft pass; sliding layers stay causal).
         """
         cfg = self.config
         x = self.embed[input_ids]
@@ -168,7 +170,9 @@ class Target:
         layer = self.fast_layer if fast else decoder_layer
         aux = []
         for i, w in enumerate(self.layers):
-            attn = attention_meta(batch, req_to_token, causal=True, window=cfg.window(i))
+            win = cfg.window(i)
+            attn = attention_meta(batch, req_to_token, causal=causal or win is not None,
+                                  window=win)
             x = layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads,
                       cfg.rms_norm_eps)
             if i in capture:
