@@ -1,6 +1,7 @@
 """The ablation drafters, trained on the recipe's data at equal steps, as resumable stages.
 
     python -m reference.toy.ablations --out artifacts/toy [--budget-minutes 9] [--only NAME]
+        [--parallel]
 
 Needs a finished recipe (reference/toy/recipe.py) up to its data stage. Each ablation is a
 B = 16 drafter differing from `full` in one respect: no loss decay, uniform blocks instead of
@@ -8,8 +9,9 @@ random anchors (table 13), no target features (table 10), input fusion or DFlash
 (table 9), or the EAGLE-style chain baseline (one layer). Each writes out/ablations/<name>/
 with a stage.json keyed on its config and the data stage's key; done ones are skipped. A run
 starts an ablation only if its max_minutes still fits in --budget-minutes, so one command
-stays under a machine's time limit; rerun it to continue. Evaluate them with
-`python -m experiments.acceptance study=ablations`.
+stays under a machine's time limit; rerun it to continue. `--parallel` trains every
+ablation at the same time, one process each (small drafters leave an H200 mostly idle).
+Evaluate them with `python -m experiments.acceptance study=ablations`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -98,7 +101,18 @@ def main() -> None:
     ap.add_argument("--micro", action="store_true", help="the recipe was run with --micro")
     ap.add_argument("--only", choices=sorted(ABLATIONS), action="append", default=None)
     ap.add_argument("--budget-minutes", type=float, default=9.0)
+    ap.add_argument("--parallel", action="store_true", help="one process per ablation")
     args = ap.parse_args()
+    if args.parallel:
+        shared = ["--out", str(args.out), "--budget-minutes", str(args.budget_minutes),
+                  *(["--micro"] if args.micro else ["--size", args.size])]
+        names = args.only or sorted(ABLATIONS)
+        procs = [subprocess.Popen([sys.executable, "-m", "reference.toy.ablations", *shared,
+                                   "--only", name]) for name in names]
+        failed = [n for n, proc in zip(names, procs) if proc.wait() != 0]
+        if failed:
+            raise SystemExit(f"ablations {failed} failed (see their output above)")
+        return
     recipe = MICRO if args.micro else dataclasses.replace(Recipe(), size=args.size)
     base = dataclasses.replace(MICRO.drafters[0], steps=10) if args.micro else BASE
     command = " ".join(["python -m reference.toy.ablations", *sys.argv[1:]])

@@ -7,12 +7,14 @@ writes its outputs and a `stage.json` (its key: a hash of its parameters and of 
 the stages before it; the command, seed, metrics and wall time) into out/<stage>/. A stage
 whose stage.json holds the current key and whose outputs exist is skipped, so rerunning the
 command resumes after the last finished stage, and changing a parameter reruns that stage
-and everything after it. `--stage NAME` runs one stage (the earlier ones must be done);
-`--budget-minutes M` starts only the stages that fit in M minutes (rerun to continue).
-On an H200 the whole recipe is meant to take under 20 minutes: the target, the data
-generation and the drafters run on wall-time budgets (5, 3 and 4 + 4 minutes; their metrics
-say how many steps or sequences fitted), so `--budget-minutes 9` runs it in three
-commands. `--micro` is the CPU scale the tests run.
+and everything after it. `--stage NAME` runs one stage (the stages it needs must be done:
+a drafter needs the data, not the other drafter); `--budget-minutes M` starts only the
+stages that fit in M minutes (rerun to continue); `--parallel` trains the drafters at the
+same time, one process each (a small model leaves most of an H200 idle).
+On an H200 the target, the data generation and the drafters run on wall-time budgets (4, 2
+and 3 minutes; their metrics say how many steps or sequences fitted), so with `--parallel`
+the whole recipe takes about 10 minutes in one command. `--micro` is the CPU scale the
+tests run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -43,15 +46,15 @@ class Recipe:
     vocab: int = 4096
     max_files: int | None = None
     target_steps: int | None = None
-    target_minutes: float | None = 5.0
+    target_minutes: float | None = 4.0
     num_prompts: int = 20000
     prompt_len: tuple[int, int] = (64, 256)
     max_new: int = 256
     gen_batch: int = 256
-    data_minutes: float | None = 3.0
+    data_minutes: float | None = 2.0
     drafters: tuple[DFlashTrainConfig, ...] = (
-        DFlashTrainConfig(block_size=16, steps=6000, max_minutes=4.0),
-        DFlashTrainConfig(block_size=8, steps=6000, max_minutes=4.0),
+        DFlashTrainConfig(block_size=16, steps=6000, max_minutes=3.0),
+        DFlashTrainConfig(block_size=8, steps=6000, max_minutes=3.0),
     )
     eval_prompts: int = 64
     eval_max_new: int = 256
@@ -98,10 +101,19 @@ def _params(recipe: Recipe, stage: str) -> dict:
 
 def stage_key(recipe: Recipe, stage: str) -> str:
     """sha256 of the stage's parameters and of the keys of every earlier stage."""
-    upstream = [stage_key(recipe, s) for s in STAGES[: STAGES.index(stage)]]
+    upstream = [stage_key(recipe, s) for s in requires(stage)]
     blob = json.dumps({"stage": stage, "params": _params(recipe, stage), "upstream": upstream},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def requires(stage: str) -> tuple[str, ...]:
+    """The stages `stage` reads: everything before it, except that a drafter does not read
+    the other drafter (so the drafters can train at the same time)."""
+    earlier = STAGES[: STAGES.index(stage)]
+    if stage.startswith("dflash"):
+        return tuple(s for s in earlier if not s.startswith("dflash"))
+    return earlier
 
 
 def is_done(out: Path, recipe: Recipe, stage: str) -> bool:
@@ -134,9 +146,7 @@ def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
 
 def planned_minutes(recipe: Recipe, stage: str) -> float:
     """A stage's H200 minutes at most: its time budget plus half a minute of loading and
-    saving (tokenizer and eval: estimates). With --budget-minutes 9 (a 10-minute machine
-    limit less start-up) the default recipe runs in three commands: tokenizer + target,
-    data + dflash-b16, dflash-b8 + eval."""
+    saving (tokenizer and eval: estimates)."""
     budgets = {"target": recipe.target_minutes, "data": recipe.data_minutes}
     if stage.startswith("dflash"):
         budgets[stage] = recipe.drafter(stage).max_minutes
@@ -145,16 +155,39 @@ def planned_minutes(recipe: Recipe, stage: str) -> float:
     return {"tokenizer": 0.5, "eval": 1.5}[stage]
 
 
+def run_parallel(out: Path, stages: list[str], argv: list[str]) -> None:
+    """Run `stages` at the same time, one `--stage` process each (same recipe arguments)."""
+    procs = [subprocess.Popen([sys.executable, "-m", "reference.toy.recipe", "--out", str(out),
+                               "--stage", s, *argv]) for s in stages]
+    failed = [s for s, p in zip(stages, procs) if p.wait() != 0]
+    if failed:
+        raise RuntimeError(f"stages {failed} failed (see their output above)")
+
+
 def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool = False,
-               command: str = "", budget_minutes: float | None = None) -> dict[str, dict]:
+               command: str = "", budget_minutes: float | None = None,
+               parallel_argv: list[str] | None = None) -> dict[str, dict]:
     """Run every stage not done (or just `only`); returns each run stage's record.
 
     With budget_minutes, a stage starts only if its `planned_minutes` fit in what is left,
-    so one command stays under a machine's time limit; rerunning continues.
+    so one command stays under a machine's time limit; rerunning continues. With
+    parallel_argv (the recipe arguments to repeat), the drafter stages not done run at the
+    same time in subprocesses, which write their own records.
     """
     records, start = {}, time.time()
     for stage in STAGES if only is None else (only,):
-        todo = [s for s in STAGES[: STAGES.index(stage)] if not is_done(out, recipe, s)]
+        drafters = [s for s in STAGES if s.startswith("dflash") and not is_done(out, recipe, s)]
+        if parallel_argv is not None and only is None and stage in drafters[:1]:
+            left = budget_minutes and budget_minutes - (time.time() - start) / 60
+            if budget_minutes and max(planned_minutes(recipe, s) for s in drafters) > left:
+                print(f"recipe: the drafters do not fit in the {left:.1f} min left; rerun",
+                      flush=True)
+                break
+            print(f"recipe: {drafters} in parallel ...", flush=True)
+            t0 = time.time()
+            run_parallel(out, drafters, parallel_argv)
+            print(f"recipe: {drafters} done in {time.time() - t0:.1f}s", flush=True)
+        todo = [s for s in requires(stage) if not is_done(out, recipe, s)]
         if todo:
             raise RuntimeError(f"stage {stage!r} needs {todo} first")
         if is_done(out, recipe, stage) and not force:
@@ -188,10 +221,13 @@ def main() -> None:
     ap.add_argument("--zoo", type=Path, default=None, help="export the results here")
     ap.add_argument("--budget-minutes", type=float, default=None,
                     help="start only stages that fit (e.g. 9 under a 10-minute limit)")
+    ap.add_argument("--parallel", action="store_true", help="train the drafters at once")
     args = ap.parse_args()
     recipe = MICRO if args.micro else replace(Recipe(), size=args.size)
     command = " ".join(["python -m reference.toy.recipe", *sys.argv[1:]])
-    run_recipe(args.out, recipe, args.stage, args.force, command, args.budget_minutes)
+    shared = ["--micro"] if args.micro else ["--size", args.size]
+    run_recipe(args.out, recipe, args.stage, args.force, command, args.budget_minutes,
+               shared if args.parallel else None)
     if args.zoo is not None:
         from reference.toy.zoo import export_zoo
 
