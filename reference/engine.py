@@ -198,10 +198,11 @@ class Engine:
                                           cache_loc, batch.req_rows, kv_lens)
             mark()
             if self.sampling.greedy:
-                res = verify_greedy(proposal.candidates, logits, batch.prefix_lens)
+                res = verify_greedy(proposal.candidates, logits, batch.prefix_lens,
+                                    proposal.verify_lens)
             else:
                 res = verify_sampling(proposal.candidates, logits, batch.prefix_lens,
-                                      self.sampling, self.gen, proposal.q)
+                                      self.sampling, self.gen, proposal.q, proposal.verify_lens)
             out = StepOutput(res.commit_lens * valid.to(torch.int32), res.out_tokens,
                              res.bonus * valid, res.new_seq_lens * valid)
             mark()

@@ -41,10 +41,12 @@ class Round(NamedTuple):
 
 class Proposal(NamedTuple):
     """candidates: (bs, B) i64 = [anchor, d_1 .. d_{B-1}]; q: (bs, B-1, V) fp32 draft
-    distribution of each d_j, or None for a deterministic (one-hot) draft."""
+    distribution of each d_j, or None for a deterministic (one-hot) draft; verify_lens: (bs,)
+    i64 drafts to verify per request (DSpark's ragged l_r, at most B-1), or None for all."""
 
     candidates: torch.Tensor
     q: torch.Tensor | None = None
+    verify_lens: torch.Tensor | None = None
 
 
 class Proposer:

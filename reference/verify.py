@@ -56,22 +56,35 @@ def sample(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator)
     return torch.multinomial(probs, 1, generator=generator)[:, 0]
 
 
-def verify_greedy(candidates: torch.Tensor, logits: torch.Tensor,
-                  prefix_lens: torch.Tensor) -> AcceptResult:
-    """candidates (bs, B), logits (bs, B, V) -> AcceptResult via accept_bonus."""
-    return ops.accept_bonus(candidates, logits.argmax(dim=-1), prefix_lens)
+def cap_drafts(candidates: torch.Tensor, verify_lens: torch.Tensor | None) -> torch.Tensor:
+    """candidates (bs, B) with d_j set to -1 (never accepted) for j > verify_lens (bs,)."""
+    if verify_lens is None:
+        return candidates
+    j = torch.arange(candidates.shape[1], device=candidates.device)
+    return candidates.masked_fill(j[None, :] > verify_lens[:, None], -1)
+
+
+def verify_greedy(candidates: torch.Tensor, logits: torch.Tensor, prefix_lens: torch.Tensor,
+                  verify_lens: torch.Tensor | None = None) -> AcceptResult:
+    """candidates (bs, B), logits (bs, B, V) -> AcceptResult via accept_bonus; at most
+    verify_lens (bs,) drafts are accepted per request (None: B-1)."""
+    return ops.accept_bonus(cap_drafts(candidates, verify_lens), logits.argmax(dim=-1),
+                            prefix_lens)
 
 
 def verify_sampling(candidates: torch.Tensor, logits: torch.Tensor, prefix_lens: torch.Tensor,
                     sampling: Sampling, generator: torch.Generator,
-                    q: torch.Tensor | None = None) -> AcceptResult:
-    """Chain speculative sampling.
+                    q: torch.Tensor | None = None,
+                    verify_lens: torch.Tensor | None = None) -> AcceptResult:
+    """Chain speculative sampling over the first verify_lens drafts of each request.
 
     Args:
         candidates: (bs, B) i64 [anchor, d_1 .. d_{B-1}].
         logits: (bs, B, V) target logits; row j scores the token after candidates[:, j].
         prefix_lens: (bs,) i64.
         q: (bs, B-1, V) draft distribution of d_1..d_{B-1}, or None (one-hot drafts).
+        verify_lens: (bs,) i64 l_r, drafts verified per request (None: B-1). When all l_r
+            are accepted the bonus comes from p after d_{l_r}.
     """
     bs, block = candidates.shape
     p = target_probs(logits, sampling)  # (bs, B, V)
@@ -79,10 +92,12 @@ def verify_sampling(candidates: torch.Tensor, logits: torch.Tensor, prefix_lens:
     p_d = p[:, :-1].gather(-1, drafts[..., None])[..., 0]  # (bs, B-1)
     ratio = p_d if q is None else p_d / q.gather(-1, drafts[..., None])[..., 0]
     u = torch.rand(ratio.shape, generator=generator, device=ratio.device)
-    accept = (u < ratio).to(torch.int64).cumprod(dim=1).sum(dim=1)  # (bs,)
+    limit = torch.full_like(prefix_lens, block - 1) if verify_lens is None else verify_lens
+    ok = (u < ratio) & (torch.arange(block - 1, device=u.device)[None, :] < limit[:, None])
+    accept = ok.to(torch.int64).cumprod(dim=1).sum(dim=1)  # (bs,)
     rows = torch.arange(bs, device=p.device)
     p_a = p[rows, accept]  # (bs, V)
-    rejected = accept < block - 1
+    rejected = accept < limit
     d_a = drafts.gather(1, accept.clamp(max=max(block - 2, 0))[:, None]) if block > 1 else None
     if d_a is not None:
         if q is None:
