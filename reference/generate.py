@@ -65,6 +65,7 @@ class _Engine:
                      -(-need // 64) * 64)
         self.pool = rt.pool
         self.times = dict.fromkeys((*PHASES, "host"), 0.0)
+        self.round_times: list[list[float]] = []
         self.rounds = 0
         self.reqs: list[_Request] = []
         try:
@@ -130,9 +131,12 @@ class _Engine:
         for r, (n, *toks) in zip(self.live, host[: len(self.live)].tolist()):
             r.commits.append(n)
             self._append(r, toks[:n])
-        for name, dt in zip(PHASES, clock.intervals()):
+        phases = clock.intervals()
+        for name, dt in zip(PHASES, phases):
             self.times[name] += dt
-        self.times["host"] += time.perf_counter() - start - sum(clock.intervals())
+        wall = time.perf_counter() - start
+        self.times["host"] += wall - sum(phases)
+        self.round_times.append([len(self.live), wall, *phases])
         self.rounds += 1
 
 
@@ -145,7 +149,8 @@ def generate(target: Target, prompts: list[list[int]], *, proposer: Proposer | N
     max_new_tokens), the commit length of every round per request, and stats: rounds,
     prefill_s, decode_s, new_tokens, tokens_per_s (tokens after each request's first, which
     prefill samples, over decode_s), tau, the commit-length histogram and the time split
-    per phase (draft, verify, accept, inject, host) in seconds, summed over rounds.
+    per phase (draft, verify, accept, inject, host) in seconds, summed over rounds, and
+    `round_times`: per round [live requests, wall seconds, *device seconds per phase].
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("prompts must be a non-empty list of non-empty token lists")
@@ -174,5 +179,6 @@ def generate(target: Target, prompts: list[list[int]], *, proposer: Proposer | N
         "tau": sum(commits) / max(len(commits), 1),
         "commit_hist": {n: commits.count(n) for n in sorted(set(commits))},
         **{f"{k}_s": v for k, v in eng.times.items()},
+        "round_times": eng.round_times,
     }
     return GenerateOutput([r.tokens for r in eng.reqs], [r.commits for r in eng.reqs], stats)

@@ -22,8 +22,22 @@ QWEN3_8B = dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
                 num_key_value_heads=8, head_dim=128, intermediate_size=12288, vocab_size=151936,
                 rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=40960,
                 tie_word_embeddings=False)
+QWEN3_4B = {**QWEN3_8B, "hidden_size": 2560, "intermediate_size": 9728,
+            "tie_word_embeddings": True}
+# Llama-3.1-8B shapes on the Qwen3 layer (the engine's only architecture; its q/k norms are
+# extra work of ~1% of a layer), for timing only.
+LLAMA_3_1_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                    num_key_value_heads=8, head_dim=128, intermediate_size=14336,
+                    vocab_size=128256, rms_norm_eps=1e-5, rope_theta=5e5,
+                    max_position_embeddings=131072, tie_word_embeddings=False)
+TOY = dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+           head_dim=64, intermediate_size=768, vocab_size=4096, rms_norm_eps=1e-6,
+           rope_theta=1e4, max_position_embeddings=4096, tie_word_embeddings=False)
 PRESETS = {
     "qwen3-8b": QWEN3_8B,
+    "qwen3-4b": QWEN3_4B,
+    "llama-3.1-8b": LLAMA_3_1_8B,
+    "toy": TOY,
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=16, intermediate_size=128, vocab_size=256,
                  rms_norm_eps=1e-6, rope_theta=1e4, max_position_embeddings=4096,
@@ -33,6 +47,17 @@ DFLASH_PRESETS = {  # drafter config.json of random:<preset> drafters
     "qwen3-8b": {**QWEN3_8B, "num_hidden_layers": 5, "block_size": 16, "num_target_layers": 36,
                  "dflash_config": {"mask_token_id": 151669,
                                    "target_layer_ids": [1, 9, 17, 25, 33]}},
+    "qwen3-4b": {**QWEN3_4B, "num_hidden_layers": 5, "block_size": 16, "num_target_layers": 36,
+                 "dflash_config": {"mask_token_id": 151669,
+                                   "target_layer_ids": [1, 9, 17, 25, 33]}},
+    # z-lab's LLaMA3.1-8B drafter: B = 10; 5 layers and build_target_layer_ids(32, 5) assumed
+    "llama-3.1-8b": {**LLAMA_3_1_8B, "num_hidden_layers": 5, "block_size": 10,
+                     "num_target_layers": 32,
+                     "dflash_config": {"mask_token_id": 128002,
+                                       "target_layer_ids": [1, 8, 15, 22, 29]}},
+    # the toy recipe's drafter: 2 layers, features build_target_layer_ids(6, 3)
+    "toy": {**TOY, "num_hidden_layers": 2, "block_size": 16, "num_target_layers": 6,
+            "dflash_config": {"mask_token_id": 4095, "target_layer_ids": [1, 2, 3]}},
     "tiny": {**PRESETS["tiny"], "num_hidden_layers": 1, "block_size": 8,
              "num_target_layers": 2, "dflash_config": {"mask_token_id": 255,
                                                        "target_layer_ids": [0, 1]}},
