@@ -1,0 +1,185 @@
+"""DSpark in the simulator: the verify-length scheduler (numpy) and the method's round cost.
+
+The scheduler is the vectorised twin of reference/dspark_schedule.py (plain Python; the
+simulator never imports reference/ or torch): a tests/simulator check runs both on the same
+confidences. Candidates (r, j) are sorted by (-a[r, j], j, r), a = cumprod(c); admitting the
+first n of them gives B_n = R + n verify tokens and tau_n = R + sum of their a, and
+Theta_n = tau_n * SPS(B_n). "lossless" stops at the first n that does not improve Theta
+(Alg. 1), "global" takes the argmax (biased), "production" admits the top-K by current a with
+K from the global argmax over the confidences of `lag` rounds earlier, "static" cuts at the
+first c < threshold, "full" verifies all gamma drafts.
+
+`DSpark` prices a round (shared/research/dspark-idlm-nemotron.md 1.6): one backbone forward of
+gamma tokens per request (non-causal), the LM head over its gamma rows, gamma sequential
+Markov steps (gather + [R, r] x [r, V] + softmax/sample), the target verify of the ragged
+total sum(1 + l_r) padded up to a CUDA-graph token bucket, the LM head over the verified rows
+and the draft-KV materialisation of the verified rows. Markov steps use the roofline's peaks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from simulator.methods import SpecMethod
+
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+POLICIES = ("full", "static", "lossless", "global", "production")
+
+
+def token_buckets(block_size: int, max_tokens: int = 1 << 14) -> np.ndarray:
+    """CUDA-graph token sizes: capture_bs x B (SGLang compact mode) plus multiples of 8 up to
+    256 and of 64 beyond (the optional extra buckets; our choice [I])."""
+    grid = {b * block_size for b in BATCH_BUCKETS}
+    grid |= set(range(8, 257, 8)) | set(range(320, max_tokens + 1, 64))
+    return np.array(sorted(g for g in grid if g <= max_tokens), dtype=np.int64)
+
+
+def pad_to_bucket(total: np.ndarray | int, buckets: np.ndarray) -> np.ndarray:
+    """Smallest bucket >= total (totals past the grid are left as they are)."""
+    total = np.asarray(total, dtype=np.int64)
+    i = np.searchsorted(buckets, total, side="left")
+    return np.where(i < buckets.size, buckets[np.minimum(i, buckets.size - 1)], total)
+
+
+class SPS:
+    """Step-wise steps/s vs total verify tokens; the same lookup as reference's SPSTable."""
+
+    def __init__(self, tokens, sps):
+        order = np.argsort(tokens)
+        self.tokens = np.asarray(tokens, dtype=np.int64)[order]
+        self.sps = np.asarray(sps, dtype=np.float64)[order]
+
+    def __call__(self, total: np.ndarray | int) -> np.ndarray:
+        total = np.asarray(total, dtype=np.int64)
+        i = np.searchsorted(self.tokens, total, side="left")
+        inside = self.sps[np.minimum(i, self.tokens.size - 1)]
+        beyond = self.sps[-1] * self.tokens[-1] / np.maximum(total, 1)
+        return np.where(i < self.tokens.size, inside, beyond)
+
+
+def _sorted_candidates(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, j, r) of the candidates with a > 0, sorted by (-a, j, r); j is 1-based."""
+    a = np.cumprod(np.asarray(c, dtype=np.float64), axis=1)
+    r, j = np.nonzero(a > 0)
+    p = a[r, j]
+    order = np.lexsort((r, j, -p))
+    return p[order], j[order] + 1, r[order]
+
+
+def _lengths(R: int, j: np.ndarray, r: np.ndarray, n: int) -> np.ndarray:
+    """l (R,) after admitting the first n sorted candidates (prefixes are contiguous)."""
+    ell = np.zeros(R, dtype=np.int64)
+    np.maximum.at(ell, r[:n], j[:n])
+    return ell
+
+
+def walk(c: np.ndarray, sps: SPS, lossless: bool = True) -> np.ndarray:
+    """Verify lengths l (R,) of the greedy walk over c (R, gamma)."""
+    R = c.shape[0]
+    p, j, r = _sorted_candidates(c)
+    theta = np.empty(p.size + 1)
+    theta[0] = R * float(sps(R))
+    theta[1:] = (R + np.cumsum(p)) * sps(R + np.arange(1, p.size + 1))
+    if lossless:
+        worse = np.flatnonzero(theta[1:] <= theta[:-1])
+        n = int(worse[0]) if worse.size else p.size
+    else:
+        n = int(np.argmax(theta))
+    return _lengths(R, j, r, n)
+
+
+def top_k(c: np.ndarray, budget: int) -> np.ndarray:
+    _, j, r = _sorted_candidates(c)
+    return _lengths(c.shape[0], j, r, max(int(budget), 0))
+
+
+class Scheduler:
+    """Per-round verify lengths under a policy (the reference `Scheduler`'s twin)."""
+
+    def __init__(
+        self, policy: str = "lossless", sps: SPS | None = None, threshold: float = 0.5, lag: int = 2
+    ):
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+        if policy in ("lossless", "global", "production") and sps is None:
+            raise ValueError(f"policy {policy!r} needs an SPS table")
+        self.policy, self.sps, self.threshold, self.lag = policy, sps, threshold, lag
+        self.history: deque[np.ndarray] = deque(maxlen=lag)
+
+    def __call__(self, c: np.ndarray) -> np.ndarray:
+        c = np.asarray(c, dtype=np.float64)
+        R, G = c.shape
+        if self.policy == "full":
+            return np.full(R, G, dtype=np.int64)
+        if self.policy == "static":
+            return np.cumprod(c >= self.threshold, axis=1).sum(axis=1).astype(np.int64)
+        if self.policy != "production":
+            return walk(c, self.sps, lossless=self.policy == "lossless")
+        old = self.history[0] if len(self.history) == self.lag else None
+        self.history.append(c)
+        if old is None:
+            return np.full(R, G, dtype=np.int64)
+        budget = int(walk(old, self.sps, lossless=False).sum())
+        return top_k(c, round(budget * R / max(old.shape[0], 1)))
+
+
+class DSpark(SpecMethod):
+    """DSpark round cost; `verify_lens` comes from `schedule` (full gamma by default).
+
+    Args:
+        gamma: drafts per round (B = gamma + 1 verify width at most).
+        markov_rank: r of the Markov head.
+        buckets: CUDA-graph token sizes the ragged verify total is padded to.
+    """
+
+    name = "dspark"
+
+    def __init__(self, gamma: int, markov_rank: int = 256, buckets: np.ndarray | None = None):
+        super().__init__(gamma + 1)
+        self.gamma, self.rank = gamma, markov_rank
+        self.buckets = token_buckets(gamma + 1) if buckets is None else buckets
+
+    def markov_s(self, cost, n: int) -> float:
+        """gamma sequential steps for n requests: W2 read once per step, fp32 logits."""
+        flops = 2.0 * n * self.rank * cost.vocab
+        nbytes = self.rank * cost.vocab * cost.dtype + n * cost.vocab * 8
+        return self.gamma * (max(flops / cost.flops, nbytes / cost.bw) + cost.launch)
+
+    def draft_s(self, cost, n: int, kv: np.ndarray) -> float:
+        """Everything before the verify: backbone, its LM head, the Markov loop."""
+        q = np.full(n, self.gamma, dtype=np.int64)
+        return (
+            float(cost.draft_forward_s(q, kv, causal=False))
+            + cost.lm_head_s(n * self.gamma)
+            + self.markov_s(cost, n)
+        )
+
+    def verify_s(self, cost, q: np.ndarray, kv: np.ndarray) -> float:
+        """Target verify of q (n,) tokens per request, padded to a bucket, + head + inject."""
+        total = int(q.sum())
+        padded = q.copy()
+        padded[0] += int(pad_to_bucket(total, self.buckets)) - total
+        rows = float(padded.sum())
+        return (
+            float(cost.target_forward_s(padded, kv))
+            + cost.lm_head_s(rows)
+            + cost.kv_materialize_s(float(total))
+        )
+
+    def decode_gpu_s(self, cost, q: np.ndarray, kv: np.ndarray) -> float:
+        return self.draft_s(cost, len(q), kv) + self.verify_s(cost, q, kv)
+
+    def sps_table(self, cost, n: int, kv: np.ndarray) -> SPS:
+        """Rounds/s vs total verify tokens n..n(gamma+1) for this batch (draft included):
+        Theta = tau * SPS is then the batch's token throughput."""
+        draft = self.draft_s(cost, n, kv)
+        totals = np.arange(n, n * (self.gamma + 1) + 1)
+        per = totals // n
+        rates = []
+        for t, base in zip(totals, per):
+            q = np.full(n, base, dtype=np.int64)
+            q[: t - base * n] += 1
+            rates.append(1.0 / (draft + self.verify_s(cost, q, kv)))
+        return SPS(totals, rates)
