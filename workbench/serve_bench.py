@@ -1,65 +1,98 @@
 """`python -m workbench serve-bench`: the serving loop, sync vs overlap, over a concurrency sweep.
 
-    python -m workbench serve-bench --out serve_bench.json            # H200: 8B-shaped, oracle
+    python -m workbench serve-bench --out DIR --toy artifacts/toy     # H200: see below
     python -m workbench serve-bench --target random:tiny --device cpu --concurrency 1,4 \\
-        --prompt-len 16 --max-new-tokens 24 --requests-per-client 2   # CPU smoke, seconds
+        --prompt-len 16 --max-new-tokens 24 --out /tmp/sb              # CPU smoke, seconds
 
+Setups: `--target` (default a random Qwen3-8B-shaped bf16 model) with methods `ar` (no
+speculation) and `oracle` (DFlash rounds at controlled acceptance: a drafter of the preset's
+DFlash shapes runs its draft forward and KV injection every round, its drafts replaced by
+the target's own greedy continuation corrupted to a geometric survival curve of mean commit
+length --tau, B = --block-size); with `--toy DIR`, then the toy target DIR/target with `ar`
+and `dflash` (its trained drafter DIR/dflash-b16), prompts from the toy corpus' test split.
+Each method runs in `sync` and `overlap` mode (reference/serve/loop.py).
 Closed loop: at concurrency C, C clients each send their next request when the previous one
-finishes, C * requests-per-client requests in all (prompts of random tokens, max new tokens
-drawn in [(1 - spread) * max, max]); with --rate, an open loop of Poisson arrivals instead,
-the concurrency capping the running batch. Methods: `ar` (no speculation) and `oracle` (DFlash
-rounds at controlled acceptance: a drafter of the preset's DFlash shapes runs its draft
-forward and KV injection every round, its drafts replaced by the target's own greedy
-continuation corrupted to mean commit length --tau, B = --block-size), and `dflash` (that
-drafter's own drafts: a trained one via --drafter PATH, e.g. the toy model's). Each runs in `sync`
-and `overlap` mode (reference/serve/loop.py). Reported per run: output tokens/s, TPOT, TTFT,
-tau, device idle fraction between steps, round time, host time per step, and whether every
-request's tokens equal plain greedy decoding. Prints a table, then one JSON line; --out
-writes the JSON stamped with git SHA and versions; --trace-dir writes a Chrome trace per run.
-On the CPU the "device" runs inside the host's launch, so only the GPU's numbers mean much.
+finishes, max(C * requests-per-client, min-requests) requests of --prompt-len tokens and
+--max-new-tokens new tokens (no stop token, so every mode emits the same tokens); with
+--rate, Poisson arrivals instead, C capping the running batch.
+Reported per run: output tokens/s, TPOT mean and p99, TTFT, tau, GPU idle between steps
+(all steps; and decode -> decode, over the round period), round time, host time per step
+(plan + launch + process), and whether every request's tokens equal plain greedy decoding.
+--out DIR gets serve_bench.json (stamped with git SHA and versions; also the setups' shapes
+and acceptance, for `python -m experiments.spec_v2`), serve_bench.md (the table) and
+traces/<setup>_c<C>_<method>_<mode>.json (Chrome traces). On the CPU the "device" runs inside
+the host's launch, so only the GPU's numbers mean much.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 from dataclasses import replace
 from pathlib import Path
+
+COLUMNS = (("setup", "setup", "{}"), ("C", "concurrency", "{}"), ("method", "method", "{}"),
+           ("mode", "mode", "{}"), ("tok/s", "throughput_tok_s", "{:.1f}"),
+           ("TPOT ms", "tpot_ms", "{:.2f}"), ("p99 ms", "tpot_p99_ms", "{:.2f}"),
+           ("TTFT ms", "ttft_ms", "{:.1f}"), ("tau", "tau", "{:.2f}"),
+           ("idle", "gpu_idle_fraction", "{:.1%}"), ("round idle", "round_idle_fraction",
+                                                      "{:.1%}"),
+           ("round ms", "round_ms", "{:.2f}"), ("host ms", "host_ms_per_step", "{:.2f}"),
+           ("discard", "discarded_rows", "{}"), ("lossless", "lossless", "{}"))
 
 
 def _args(argv):
     p = argparse.ArgumentParser(prog="python -m workbench serve-bench",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--target", default="random:qwen3-8b", help="random:<preset> or HF dir")
+    p.add_argument("--toy", default=None, help="recipe folder (target/, dflash-b16/): run it too")
     p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
     p.add_argument("--concurrency", default="1,4,8,16,32,64")
     p.add_argument("--modes", default="sync,overlap")
-    p.add_argument("--methods", default="ar,oracle")
+    p.add_argument("--methods", default="ar,oracle", help="of --target: ar, oracle, dflash")
     p.add_argument("--tau", type=float, default=6.5, help="oracle's mean commit length")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--drafter", default="random",
                    help="'random' (the preset's DFlash shapes), a z-lab DFlash directory, or "
                         "'none'; the oracle runs it as its shadow, method dflash drafts with it")
-    p.add_argument("--prompt-len", type=int, default=512)
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--spread", type=float, default=0.5, help="max new tokens spread (0..1)")
+    p.add_argument("--prompt-len", type=int, default=256)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--spread", type=float, default=0.0, help="max new tokens drawn in "
+                   "[(1 - spread) * max, max]")
     p.add_argument("--requests-per-client", type=int, default=3)
+    p.add_argument("--min-requests", type=int, default=4)
     p.add_argument("--rate", type=float, default=None,
                    help="open loop instead: Poisson arrivals (req/s), concurrency caps the batch")
     p.add_argument("--prefill-budget", type=int, default=8192)
     p.add_argument("--no-compile", action="store_true", help="eager layers in the CUDA graphs")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--trace-dir", default=None)
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None, help="output folder")
     return p.parse_args(argv)
 
 
-def _workload(args, vocab: int, n: int):
-    rng = random.Random(args.seed)
-    prompts = [[rng.randrange(vocab) for _ in range(args.prompt_len)] for _ in range(n)]
+def _lengths(args, n: int) -> list[int]:
+    rng = random.Random(args.seed + 1)
     low = max(1, round(args.max_new_tokens * (1 - args.spread)))
-    return prompts, [rng.randint(low, args.max_new_tokens) for _ in range(n)]
+    return [rng.randint(low, args.max_new_tokens) for _ in range(n)]
+
+
+def _random_prompts(args, vocab: int, n: int) -> list[list[int]]:
+    rng = random.Random(args.seed)
+    return [[rng.randrange(vocab) for _ in range(args.prompt_len)] for _ in range(n)]
+
+
+def _toy_prompts(toy: Path, args, vocab: int, n: int) -> list[list[int]]:
+    """Windows of the toy corpus' test split (random tokens without the recipe's tokenizer)."""
+    tok_path = toy / "tokenizer" / "tokenizer.json"
+    if not tok_path.exists():
+        return _random_prompts(args, vocab, n)
+    from reference.toy.gen_data import split_prompts
+    from reference.toy.tokenizer import load_tokenizer
+
+    lo = max(1, args.prompt_len // 2)
+    return split_prompts(load_tokenizer(tok_path), "test", n, (lo, args.prompt_len), args.seed)
 
 
 def _streams(target, prompts, max_new) -> list[list[int]]:
@@ -88,24 +121,86 @@ def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[d
     server.warm_up(conc)
     out = server.run(workload)
     s = out.stats
-    row = {"concurrency": conc, "mode": mode, "throughput_tok_s": s["throughput_tok_s"],
-           "tpot_ms": 1e3 * s["tpot_s"], "ttft_ms": 1e3 * s["ttft_s"], "tau": s["tau"],
-           "gpu_idle_fraction": s.get("gpu_idle_fraction", 0.0),
-           "round_ms": s.get("round_ms", 0.0), "gap_ms_per_step": s.get("gap_ms_per_step", 0.0),
-           "host_ms_per_step": s.get("host_ms_per_step", 0.0),
-           "host_wait_ms_per_step": s.get("host_wait_ms_per_step", 0.0),
-           "decode_rounds": s["decode_rounds"], "prefill_steps": s["prefill_steps"],
-           "discarded_rows": s["discarded_rows"], "output_tokens": s["output_tokens"],
-           "wall_s": s["wall_s"],
+    row = {"concurrency": conc, "mode": mode, "requests": len(reqs),
+           "throughput_tok_s": s["throughput_tok_s"], "tpot_ms": 1e3 * s["tpot_s"],
+           "tpot_p99_ms": 1e3 * s["tpot_p99_s"], "ttft_ms": 1e3 * s["ttft_s"], "tau": s["tau"],
+           **{k: s.get(k, 0.0) for k in ("gpu_idle_fraction", "round_idle_fraction",
+                                         "round_ms", "gap_ms_per_step", "host_ms_per_step",
+                                         "host_wait_ms_per_step", "plan_ms_per_step",
+                                         "launch_ms_per_step", "process_ms_per_step")},
+           **{k: s[k] for k in ("decode_rounds", "prefill_steps", "discarded_rows",
+                                "fenced_plans", "output_tokens", "wall_s")},
            "lossless": out.tokens == [streams[r.rid] for r in reqs]}
     return row, out.timeline
+
+
+def _sweep(name, target, shadow, methods, prompts, max_new, args, out_dir) -> tuple[dict, list]:
+    """Every (concurrency, method, mode) run of one setup; returns its shapes and rows."""
+    from reference.engine import runtime
+    from reference.proposers import OracleProposer, geometric_survival
+    from reference.serve import make_requests
+
+    sweep = [int(c) for c in args.concurrency.split(",")]
+    streams = _streams(target, prompts, max_new)
+    block = shadow.block_size if shadow is not None else args.block_size
+    context = max(len(p) for p in prompts) + max(max_new) + 2 * block
+    runtime(target, shadow.draft_kv if shadow else None, max(sweep),
+            -(-context // 64) * 64)  # one pool (with the draft KV) for every run
+    curve = geometric_survival(args.tau, block) if "oracle" in methods else None
+    rows = []
+    for conc in sweep:
+        n = max(conc * args.requests_per_client, args.min_requests)
+        reqs = make_requests(prompts[:n], max_new[:n])
+        for method in methods:
+            for mode in args.modes.split(","):
+                if method == "oracle":
+                    proposer = OracleProposer(streams, block, curve, seed=args.seed + conc,
+                                              shadow=shadow)
+                elif method == "dflash" and shadow is None:
+                    raise ValueError("method dflash needs a drafter")
+                else:
+                    proposer = shadow if method == "dflash" else None
+                row, timeline = _run(target, proposer, reqs, streams, conc, mode, args)
+                rows.append({"setup": name, "method": method, **row})
+                if out_dir is not None:
+                    timeline.write(out_dir / "traces" / f"{name}_c{conc}_{method}_{mode}.json")
+    return _shapes(name, target, shadow, prompts, max_new, curve, args), rows
+
+
+def _shapes(name, target, shadow, prompts, max_new, curve, args) -> dict:
+    """What `experiments.spec_v2` needs to simulate the setup."""
+    c = target.config
+    model = {"name": name, "hidden_size": c.hidden_size, "num_layers": c.num_layers,
+             "num_heads": c.num_heads, "num_kv_heads": c.num_kv_heads, "head_dim": c.head_dim,
+             "intermediate_size": c.intermediate_size, "vocab_size": c.vocab_size,
+             "tie_embeddings": c.tie_word_embeddings, "dtype_bytes": target.dtype.itemsize}
+    drafter = None
+    if shadow is not None:
+        drafter = {"layers": shadow.draft_kv.num_layers, "block_size": shadow.block_size,
+                   "target_features": len(shadow.target_layer_ids)}
+    lens = [len(p) for p in prompts]
+    return {"model": model, "drafter": drafter, "oracle_survival": curve,
+            "prompt_tokens_mean": sum(lens) / len(lens),
+            "prompt_tokens_max": max(lens), "output_tokens_mean": sum(max_new) / len(max_new),
+            "output_tokens_max": max(max_new), "prefill_budget": args.prefill_budget}
+
+
+def _release(target) -> None:
+    """Free a setup's pool, graphs and weights before the next setup sizes its pool."""
+    import torch
+
+    if target is not None and target.runtime is not None:
+        target.runtime.pool.close()
+        target.runtime = None
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def run(argv=None) -> dict:
     """Run the sweep of `argv` (the command's arguments); returns the result document."""
     import torch
 
-    from reference.engine import runtime
     from reference.loaders import (
         DFLASH_PRESETS,
         load_dflash,
@@ -113,17 +208,20 @@ def run(argv=None) -> dict:
         random_dflash,
         random_target,
     )
-    from reference.proposers import OracleProposer, geometric_survival
-    from reference.serve import make_requests
 
     args = _args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = device == "cuda"
+    out_dir = Path(args.out) if args.out else None
     threads = torch.get_num_threads()
     if not cuda:
         torch.set_num_threads(1)  # tiny CPU models: OpenMP threads only add contention
+    dtype = torch.bfloat16 if cuda else torch.float32
+    n = max(max(int(c) for c in args.concurrency.split(",")) * args.requests_per_client,
+            args.min_requests)
+    max_new = _lengths(args, n)
+    result = {"env": _env(torch, cuda), "args": vars(args), "setups": {}, "rows": []}
     try:
-        dtype = torch.bfloat16 if cuda else torch.float32
         preset = args.target.removeprefix("random:")
         if args.target.startswith("random:"):
             target = random_target(preset, device=device, dtype=dtype, seed=args.seed)
@@ -131,45 +229,39 @@ def run(argv=None) -> dict:
             target = load_target(args.target, device=device, dtype=dtype)
         if cuda and not args.no_compile:
             target.enable_compile()
-        sweep = [int(c) for c in args.concurrency.split(",")]
-        n = max(sweep) * args.requests_per_client
-        prompts, max_new = _workload(args, target.config.vocab_size, n)
-        streams = _streams(target, prompts, max_new)
-        block = args.block_size
         shadow = None
         if args.drafter == "random" and preset in DFLASH_PRESETS:
-            shadow = random_dflash(preset, target, block_size=block)
+            shadow = random_dflash(preset, target, block_size=args.block_size)
         elif args.drafter not in ("random", "none"):
-            shadow = load_dflash(args.drafter, target, block_size=block)
-        context = args.prompt_len + args.max_new_tokens + 2 * block
-        runtime(target, shadow.draft_kv if shadow else None, max(sweep),
-                -(-context // 64) * 64)  # one pool (with the draft KV) for every run
-        curve = geometric_survival(args.tau, block)
-        result = {"env": _env(torch, cuda), "args": vars(args), "rows": []}
-        for conc in sweep:
-            reqs = make_requests(prompts[: conc * args.requests_per_client],
-                                 max_new[: conc * args.requests_per_client])
-            for method in args.methods.split(","):
-                for mode in args.modes.split(","):
-                    if method == "oracle":
-                        proposer = OracleProposer(streams, block, curve, seed=args.seed + conc,
-                                                  shadow=shadow)
-                    elif method == "dflash" and shadow is None:
-                        raise ValueError("method dflash needs --drafter random or a directory")
-                    else:
-                        proposer = shadow if method == "dflash" else None
-                    row, timeline = _run(target, proposer, reqs, streams, conc, mode, args)
-                    result["rows"].append({"method": method, **row})
-                    if args.trace_dir:
-                        timeline.write(Path(args.trace_dir) / f"c{conc}_{method}_{mode}.json")
+            shadow = load_dflash(args.drafter, target, block_size=args.block_size)
+        prompts = _random_prompts(args, target.config.vocab_size, n)
+        name = Path(preset).name
+        result["setups"][name], rows = _sweep(name, target, shadow, args.methods.split(","),
+                                              prompts, max_new, args, out_dir)
+        result["rows"] += rows
+        if args.toy:
+            _release(target)
+            del target, shadow
+            _release(None)
+            toy = Path(args.toy)
+            target = load_target(toy / "target", device=device, dtype=dtype)
+            if cuda and not args.no_compile:
+                target.enable_compile()
+            shadow = load_dflash(toy / "dflash-b16", target)
+            prompts = _toy_prompts(toy, args, target.config.vocab_size, n)
+            result["setups"]["toy"], rows = _sweep("toy", target, shadow, ["ar", "dflash"],
+                                                   prompts, max_new, args, out_dir)
+            result["rows"] += rows
+        _release(target)
         result["ratios"] = _ratios(result["rows"])
     finally:
         torch.set_num_threads(threads)
     _print(result)
-    if args.out:
+    if out_dir is not None:
         from workbench.results import write_json
 
-        write_json(Path(args.out), result)
+        write_json(out_dir / "serve_bench.json", result)
+        (out_dir / "serve_bench.md").write_text(_markdown(result))
     return result
 
 
@@ -190,30 +282,32 @@ def _env(torch, cuda: bool) -> dict:
 
 
 def _ratios(rows: list[dict]) -> list[dict]:
-    """Overlap over sync throughput per (concurrency, method)."""
-    by = {(r["concurrency"], r["method"], r["mode"]): r for r in rows}
+    """Overlap over sync throughput per (setup, concurrency, method)."""
+    by = {(r["setup"], r["concurrency"], r["method"], r["mode"]): r for r in rows}
     out = []
-    for (conc, method, mode), r in by.items():
-        sync = by.get((conc, method, "sync"))
+    for (setup, conc, method, mode), r in by.items():
+        sync = by.get((setup, conc, method, "sync"))
         if mode == "overlap" and sync is not None and sync["throughput_tok_s"] > 0:
-            out.append({"concurrency": conc, "method": method,
+            out.append({"setup": setup, "concurrency": conc, "method": method,
                         "overlap_over_sync": r["throughput_tok_s"] / sync["throughput_tok_s"]})
     return out
 
 
-def _print(result: dict) -> None:
+def _markdown(result: dict) -> str:
     env = result["env"]
-    print(f"{env['gpu']}  torch {env['torch']}  triton {env['triton']}")
-    print(f"{'C':>3} {'method':>6} {'mode':>7} {'tok/s':>9} {'TPOT ms':>8} {'TTFT ms':>8} "
-          f"{'tau':>5} {'idle':>6} {'round ms':>8} {'host ms':>7} {'discard':>7} lossless")
+    lines = [f"# serve-bench: {env['gpu']}, torch {env['torch']}, triton {env['triton']}", "",
+             "| " + " | ".join(h for h, _, _ in COLUMNS) + " |",
+             "|" + "|".join(" --- " for _ in COLUMNS) + "|"]
     for r in result["rows"]:
-        print(f"{r['concurrency']:>3} {r['method']:>6} {r['mode']:>7} "
-              f"{r['throughput_tok_s']:>9.1f} {r['tpot_ms']:>8.2f} {r['ttft_ms']:>8.1f} "
-              f"{r['tau']:>5.2f} {r['gpu_idle_fraction']:>6.1%} {r['round_ms']:>8.2f} "
-              f"{r['host_ms_per_step']:>7.2f} {r['discarded_rows']:>7} {r['lossless']}")
-    for q in result["ratios"]:
-        print(f"C={q['concurrency']} {q['method']}: overlap / sync throughput "
-              f"{q['overlap_over_sync']:.3f}")
+        lines.append("| " + " | ".join(f.format(r[k]) for _, k, f in COLUMNS) + " |")
+    lines += ["", "| setup | C | method | overlap / sync throughput |", "| --- | --- | --- | --- |"]
+    lines += [f"| {q['setup']} | {q['concurrency']} | {q['method']} | "
+              f"{q['overlap_over_sync']:.3f} |" for q in result["ratios"]]
+    return "\n".join(lines) + "\n"
+
+
+def _print(result: dict) -> None:
+    print(_markdown(result))
     print(json.dumps(result))
 
 

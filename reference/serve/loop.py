@@ -9,9 +9,13 @@ so in overlap mode the host plans and launches step k while step k-1 is still ru
 the device goes from one step to the next without waiting for the host. What makes that
 safe (shared/research/sglang-dflash.md 5), per step on the device:
 
-- plan stream: wait verify-done of the step in flight, then release finished rows, admit and
-  reserve KV slots (table writes), upload the batch's rows; record plan-done. No table entry
-  or allocator state the in-flight step reads is written before it is done.
+- plan stream: release finished rows, admit and reserve KV slots (table writes), upload the
+  batch's rows; record plan-done. Releasing zeroes table rows the step in flight still reads
+  (its discarded extra round), so a plan that releases first waits for that step's
+  verify-done; a plan that does not is not fenced, and its work runs while the step in
+  flight runs, off the path between two rounds. That is safe: reservations write table
+  entries beyond every in-flight block, a reused slot or row comes from an earlier (fenced)
+  release, and every reader and writer of KV and the FutureMap is on the forward stream.
 - forward stream: wait plan-done; gather prefix_lens and anchors from the FutureMap; run the
   round; publish new_seq_lens and bonus to the FutureMap (publish fence); inject KV; record
   verify-done.
@@ -106,6 +110,7 @@ class Server:
         self.last_done: Fence | None = None  # verify-done of the newest launched step
         self.plan_done: Fence | None = None
         self.max_lag = 0
+        self.fenced_plans = 0
 
     def warm_up(self, max_bs: int) -> None:
         """Run one all-padding round per batch bucket up to max_bs (captures CUDA graphs)."""
@@ -175,9 +180,7 @@ class Server:
         """Host planning plus the fenced allocation work on the plan stream."""
         s = self.streams
         with s.on(s.plan):
-            if self.last_done is not None:
-                self.last_done.wait(s.plan)
-            plan, admitted = self.sched.plan(self._wall())
+            plan, admitted = self.sched.plan(self._wall(), self._fence_plan)
             if admitted and self.proposer is not None:
                 self.proposer.start([lv.row for lv in admitted], [lv.req.rid for lv in admitted],
                                     [len(lv.req.prompt) for lv in admitted])
@@ -189,6 +192,12 @@ class Server:
         if self.cfg.check:
             self._check(plan)
         return plan, rows
+
+    def _fence_plan(self) -> None:
+        """The plan stream waits (on the device) for the newest launched step to finish."""
+        if self.last_done is not None:
+            self.last_done.wait(self.streams.plan)
+            self.fenced_plans += 1
 
     def _launch(self, plan: PrefillPlan | DecodePlan, rows: torch.Tensor | None) -> Step:
         """Enqueue the step on the forward stream and its result copy on the copy stream."""
@@ -257,18 +266,20 @@ class Server:
         ends = [lv.finish_s for lv in lives if lv.finish_s is not None]
         wall = max(ends) if ends else 0.0
         commits = [c for lv in lives for c in lv.commits]
-        tpots = [(lv.finish_s - lv.first_token_s) / (len(lv.tokens) - 1) for lv in lives
-                 if len(lv.tokens) > 1]
+        tpots = sorted((lv.finish_s - lv.first_token_s) / (len(lv.tokens) - 1) for lv in lives
+                       if len(lv.tokens) > 1)
         kinds = [k for k, *_ in self.timeline.steps]
         return {
             "mode": self.cfg.mode, "requests": len(lives), "output_tokens": tokens,
             "wall_s": wall, "throughput_tok_s": tokens / wall if wall > 0 else 0.0,
             "tpot_s": sum(tpots) / max(len(tpots), 1),
+            "tpot_p99_s": tpots[math.ceil(0.99 * len(tpots)) - 1] if tpots else 0.0,
             "ttft_s": sum(lv.first_token_s - lv.arrive_s for lv in lives) / max(len(lives), 1),
             "decode_rounds": kinds.count("decode"), "prefill_steps": kinds.count("prefill"),
             "tau": sum(commits) / max(len(commits), 1),
             "discarded_rows": sum(lv.discarded for lv in lives),
             "max_lag": self.max_lag if self.cfg.check else None,
+            "fenced_plans": self.fenced_plans,
             **self.timeline.summary(),
         }
 

@@ -1,7 +1,8 @@
 """The host's side of the serving loop: requests, admission, chunked prefill, decode planning.
 
-Each planning pass (run under the plan stream, after the verify-done fence of the step in
-flight) first returns the rows and KV slots of requests whose finish the host has seen, then
+Each planning pass (run under the plan stream) first returns the rows and KV slots of
+requests whose finish the host has seen (after the `before_release` hook, which fences the
+plan stream behind the step in flight: that step still reads those rows), then
 admits waiting requests first come first served while the KV headroom allows: a request
 claims prompt + max_new_tokens + 2B slots, so the reservations below can never fail and no
 request is ever retracted. Then it picks the next step: a prefill step (chunks of admitted
@@ -19,6 +20,7 @@ host already saw finish (its extra round in overlap mode) are discarded, as in S
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -102,15 +104,20 @@ class Scheduler:
     def empty(self) -> bool:
         return not self.waiting and not self.live
 
-    def plan(self, now: float) -> tuple[PrefillPlan | DecodePlan | None, list[Live]]:
-        """Release finished rows, admit, and pick the next step; returns it (None when
-        nothing can run) and the newly admitted requests."""
-        self._release()
+    def plan(self, now: float, before_release: Callable[[], None] | None = None
+             ) -> tuple[PrefillPlan | DecodePlan | None, list[Live]]:
+        """Release finished rows (calling `before_release` first if there are any), admit,
+        and pick the next step; returns it (None when nothing can run) and the newly
+        admitted requests."""
+        self._release(before_release)
         admitted = self._admit(now)
         return self._prefill() or self._decode(), admitted
 
-    def _release(self) -> None:
-        for lv in [lv for lv in self.live if lv.finished]:
+    def _release(self, before: Callable[[], None] | None = None) -> None:
+        finished = [lv for lv in self.live if lv.finished]
+        if finished and before is not None:
+            before()
+        for lv in finished:
             self.pool.release(lv.row)
             self.claimed -= self.claim(lv.req)
             lv.released = True

@@ -66,13 +66,18 @@ class Timeline:
         return out
 
     def summary(self) -> dict:
-        """Device busy/idle between steps, round and phase times, host time per step."""
+        """Device idle between steps (all steps; and decode -> decode, over the round period),
+        round and phase times, host time per step."""
         spans = self.device_spans()
         if not spans:
             return {}
         window = spans[-1]["end"] - spans[0]["start"]
         gaps = [max(0.0, b["start"] - a["end"]) for a, b in zip(spans, spans[1:])]
         rounds = [s for s in spans if s["kind"] == "decode"]
+        # decode -> decode only: the bubble before a round over that round's period
+        pairs = [(g, b["end"] - b["start"]) for g, a, b in zip(gaps, spans, spans[1:])
+                 if a["kind"] == b["kind"] == "decode"]
+        period = sum(g + t for g, t in pairs)
         host = {}
         for name, t0, t1, _ in self.host:
             host[name] = host.get(name, 0.0) + t1 - t0
@@ -80,6 +85,7 @@ class Timeline:
         out = {
             "device_window_s": window,
             "gpu_idle_fraction": sum(gaps) / window if window > 0 else 0.0,
+            "round_idle_fraction": sum(g for g, _ in pairs) / period if period > 0 else 0.0,
             "gap_ms_per_step": 1e3 * sum(gaps) / max(n - 1, 1),
             "round_ms": 1e3 * sum(s["end"] - s["start"] for s in rounds) / max(len(rounds), 1),
             "host_ms_per_step": 1e3 * sum(host.get(k, 0.0) for k in ("plan", "launch",
