@@ -179,8 +179,10 @@ def _shapes(name, target, shadow, prompts, max_new, curve, args) -> dict:
         drafter = {"layers": shadow.draft_kv.num_layers, "block_size": shadow.block_size,
                    "target_features": len(shadow.target_layer_ids)}
     lens = [len(p) for p in prompts]
+    mean = sum(lens) / len(lens)
     return {"model": model, "drafter": drafter, "oracle_survival": curve,
-            "prompt_tokens_mean": sum(lens) / len(lens),
+            "prompt_tokens_mean": mean,
+            "prompt_tokens_cv": (sum((x - mean) ** 2 for x in lens) / len(lens)) ** 0.5 / mean,
             "prompt_tokens_max": max(lens), "output_tokens_mean": sum(max_new) / len(max_new),
             "output_tokens_max": max(max_new), "prefill_budget": args.prefill_budget}
 
