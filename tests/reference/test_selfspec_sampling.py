@@ -1,0 +1,114 @@
+"""Self-speculative sampling keeps the target distribution; I-DLM's argmax/softmax mix does not.
+
+Settles shared/research/dspark-idlm-nemotron.md 2.8 question 1. Speculative sampling is
+exact when the ratio p(d)/q(d) uses the distribution q the draft d was actually drawn from.
+ISD's `draft="sample"` (d ~ q, ratio with q) and `draft="argmax"` (d = argmax q, ratio with
+the one-hot q: accept with p(d), residual p without d) are both exactly lossless; proposing
+argmax q while testing with the softmax q (`argmax_softmax_q`) emits d with probability
+min(1, p(d)/q(d)) + (1 - min(1, p(d)/q(d))) * r(d) = min(1, p(d)/q(d)), not p(d).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+from transformers import Qwen3ForCausalLM
+
+from reference.loaders import load_target
+from reference.selfspec import ISD, LinearSpec, generate_selfspec
+from reference.verify import Sampling, verify_sampling
+from tests.reference.conftest import write_target
+
+ROWS = 20000
+
+
+def chi2_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    """Pearson chi-square p-value of counts against probs, cells with expectation < 5 pooled."""
+    expected = probs.double() * counts.sum()
+    small = expected < 5
+    obs = torch.cat([counts[~small].double(), counts[small].double().sum()[None]])
+    exp = torch.cat([expected[~small], expected[small].sum()[None]])
+    keep = exp > 0
+    stat = float(((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum())
+    dof = int(keep.sum()) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2), torch.tensor(stat / 2)))
+
+
+def one_draft_round(logit_p, logit_q, variant, seed):
+    """Emitted token of one verify step of ROWS rows with p, q (V,) and one draft."""
+    g = torch.Generator().manual_seed(seed)
+    p, q = logit_p.softmax(-1), logit_q.softmax(-1)
+    if variant == "sample":
+        d, q_used = torch.multinomial(q.expand(ROWS, -1), 1, generator=g), q
+    else:
+        d = q.argmax().expand(ROWS, 1)
+        q_used = q if variant == "argmax_softmax_q" else None
+    cand = torch.cat([torch.zeros(ROWS, 1, dtype=torch.int64), d], 1)
+    logits = logit_p.expand(ROWS, 2, -1)  # one draft; the second row scores the bonus
+    res = verify_sampling(cand, logits, torch.zeros(ROWS, dtype=torch.int64), Sampling(1.0),
+                          g, None if q_used is None else q_used.expand(ROWS, 1, -1))
+    return res.out_tokens[:, 0], p, q
+
+
+@settings(max_examples=10)
+@given(vocab=st.integers(2, 8), seed=st.integers(0, 2**16),
+       variant=st.sampled_from(["sample", "argmax"]))
+def test_exact_variants_preserve_p(vocab, seed, variant):
+    g = torch.Generator().manual_seed(seed)
+    lp, lq = torch.randn(vocab, generator=g) * 1.5, torch.randn(vocab, generator=g) * 1.5
+    tokens, p, _ = one_draft_round(lp, lq, variant, seed)
+    note(f"{vocab=} {seed=} {variant=} {p=}")
+    assert chi2_pvalue(torch.bincount(tokens, minlength=vocab), p) > 1e-4
+
+
+def test_argmax_with_softmax_q_is_biased():
+    lp = torch.tensor([1.0, 0.6, 0.0, -0.5])
+    lq = torch.tensor([1.2, 0.4, 0.0, -0.5])
+    tokens, p, q = one_draft_round(lp, lq, "argmax_softmax_q", 0)
+    emitted = torch.bincount(tokens, minlength=4).double() / ROWS
+    d = int(q.argmax())
+    assert float(emitted[d]) == pytest.approx(min(1.0, float(p[d] / q[d])), abs=0.01)
+    assert float(emitted[d] - p[d]) > 0.05  # far outside sampling noise (~0.004)
+
+
+@pytest.fixture(scope="module")
+def small_vocab(tmp_path_factory):
+    path = tmp_path_factory.mktemp("v8")
+    write_target(path, seed=1, vocab_size=8, initializer_range=0.4)
+    return load_target(path), Qwen3ForCausalLM.from_pretrained(path).eval()
+
+
+def exact_joint_23(model, prompt):
+    """P(t2, t3 | prompt) (V, V) by enumerating t1 under the HF model at temperature 1."""
+    v = model.config.vocab_size
+    t1, t2 = torch.meshgrid(torch.arange(v), torch.arange(v), indexing="ij")
+    seqs = torch.cat([torch.tensor(prompt).expand(v * v, -1), t1.reshape(-1, 1),
+                      t2.reshape(-1, 1)], 1)
+    with torch.no_grad():
+        probs = model(seqs).logits.double().softmax(-1)  # (V*V, T, V)
+    n = len(prompt)
+    p1 = probs[0, n - 1]  # (V,)
+    p2 = probs[:, n, :].view(v, v, v)[torch.arange(v), 0]  # p(t2 | t1): (V, V)
+    p3 = probs[:, n + 1].view(v, v, v)  # p(t3 | t1, t2)
+    return torch.einsum("a,ab,abc->bc", p1, p2, p3)
+
+
+@pytest.mark.parametrize("mode,lossless", [("isd-sample", True), ("isd-argmax", True),
+                                           ("linearspec", True), ("isd-argmax_softmax_q", False)])
+def test_selfspec_sampling_matches_target(small_vocab, mode, lossless):
+    """Tokens 2 and 3 after a fixed prompt: with ISD N=2 token 3 is a verified draft (round 1
+    is cold and drafts it); with LinearSpec B=3 tokens 2 and 3 are both drafts."""
+    target, model = small_vocab
+    prompt, rows = [3, 1, 4], 4000
+    if mode == "linearspec":
+        m = LinearSpec(7, ((1 << 20, 3),))
+    else:
+        m = ISD(2, 7, draft=mode.split("-", 1)[1])
+    out = generate_selfspec(target, [prompt] * rows, m, max_new_tokens=3, temperature=1.0,
+                            seed=11)
+    joint = exact_joint_23(model, prompt).reshape(-1)
+    cells = torch.tensor([t[1] * 8 + t[2] for t in out.tokens])
+    pvalue = chi2_pvalue(torch.bincount(cells, minlength=64), joint)
+    assert (pvalue > 1e-3) if lossless else (pvalue < 1e-3)
