@@ -1,0 +1,304 @@
+"""Train a DSpark drafter on the toy target (shared/research/dspark-idlm-nemotron.md 1.3).
+
+    python -m reference.toy.train_dspark --target artifacts/toy/target \
+        --data artifacts/toy/data/train.safetensors --out artifacts/toy/dspark-g15 --gamma 15
+
+The DFlash recipe (reference/toy/train_dflash.py: frozen shared embedding and head, captured
+target features, random anchors, blocks as engine requests) with DSpark's changes: the block
+is gamma tokens `[x_p, MASK * (gamma-1)]` whose slot k scores x_{p+k+1} (the anchor slot is
+prediction position 1); logits get the Markov bias W2 W1[x_{p+k}] of the teacher-forced
+previous token; the loss is 0.1 CE + 0.9 TV + 1.0 confidence BCE, each position weighted
+w_k = exp(-(k-1)/4) (DeepSpec's loss_decay_gamma = 4), where TV = ||q_k - p_k||_1 against
+the target's distribution p_k at the same position and the confidence head's soft label is
+c*_k = 1 - TV/2 (detached). Saves the DSpark folder `reference.dspark.load_dspark` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from kernels.kv_materialize.ref import kv_materialize_ref
+from reference.dflash import context_hidden
+from reference.dspark import HEAD_NAMES, confidence_logit, dspark_hidden, heads_from_state_dict
+from reference.dspark import markov_logits as _markov_logits
+from reference.loaders import random_dflash_state_dict
+from reference.model import ForwardBatch, Target
+from reference.toy.draft_model import TrainableDrafter, block_layout, drafter_config_dict
+from reference.toy.gen_data import ToyDataset
+from reference.toy.objective import (
+    block_targets,
+    build_target_layer_ids,
+    position_weights,
+    random_anchors,
+)
+from reference.toy.train_dflash import _progress, usable_sequences
+from reference.toy.train_target import lr_at
+
+
+@dataclass(frozen=True)
+class DSparkTrainConfig:
+    """One DSpark run; the fields shared with DFlashTrainConfig mean the same."""
+
+    gamma: int = 15
+    markov_rank: int = 128
+    num_layers: int = 2
+    num_features: int | None = None
+    num_anchors: int = 64
+    batch: int = 32
+    steps: int = 2000
+    lr: float = 6e-4
+    warmup: float = 0.04
+    clip: float = 1.0
+    seed: int = 0
+    max_minutes: float | None = None
+    loss_decay: float = 4.0
+    ce_alpha: float = 0.1
+    tv_alpha: float = 0.9
+    conf_alpha: float = 1.0
+
+    @property
+    def block_size(self) -> int:
+        """B = gamma + 1, the verify width (what `usable_sequences` and anchors need)."""
+        return self.gamma + 1
+
+
+class TrainableDSpark(TrainableDrafter):
+    """TrainableDrafter plus the Markov head (W2 starts at zero: the bias starts off) and the
+    confidence head, under their checkpoint names (reference/dspark.py HEAD_NAMES)."""
+
+    def __init__(self, raw_config: dict, target: Target, seed: int = 0):
+        from reference.config import DFlashConfig
+
+        cfg = DFlashConfig.from_dict(raw_config, target.config)
+        rank, v = raw_config["dspark_config"]["markov_rank"], target.config.vocab_size
+        gen = torch.Generator().manual_seed(seed + 2)
+        state = random_dflash_state_dict(cfg, dtype=torch.float32, seed=seed)
+        h = cfg.model.hidden_size
+        extra = (
+            torch.randn(v, rank, generator=gen) / rank**0.5,
+            torch.zeros(v, rank),
+            torch.randn(1, h + rank, generator=gen) * 0.02,
+            torch.zeros(1),
+        )
+        super().__init__(raw_config, target, seed, {**state, **dict(zip(HEAD_NAMES, extra))})
+        self.rank = rank
+
+    def heads(self, target: Target, drafter):
+        return heads_from_state_dict(self.state(), drafter, target.config.vocab_size, self.rank)
+
+
+@torch.no_grad()
+def target_pass(
+    target: Target, ids: torch.Tensor, lens: torch.Tensor, layer_ids: tuple[int, ...]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Captured features (bs, S, K*H) and target logits (bs, S, V) of sequences ids (bs, S)."""
+    bs, s = ids.shape
+    cfg, dev = target.config, ids.device
+    slots = 1 + torch.arange(bs * s, device=dev).view(bs, s)
+    req_to_token = torch.cat([torch.zeros(1, s, dtype=torch.int64, device=dev), slots]).int()
+    pool = torch.zeros(
+        2,
+        cfg.num_layers,
+        bs * s + 1,
+        cfg.num_kv_heads,
+        cfg.head_dim,
+        dtype=target.dtype,
+        device=dev,
+    )
+    positions = torch.arange(s, device=dev).expand(bs, s)
+    batch = ForwardBatch(
+        positions,
+        torch.where(positions < lens[:, None], slots, 0),
+        torch.arange(1, bs + 1, device=dev),
+        lens,
+    )
+    hidden, aux = target.forward(
+        ids, batch, req_to_token, pool[0], pool[1], capture=layer_ids, fast=False
+    )
+    return aux, target.logits(hidden)
+
+
+def block_hidden(drafter, target: Target, features: torch.Tensor, layout) -> torch.Tensor:
+    """Backbone hidden (M, gamma, H) of every block: context K/V injected at every position
+    (kv_materialize_ref), then the inference `dspark_hidden` over each block's request row."""
+    cfg = drafter.config.model
+    bs, s, _ = features.shape
+    dev = features.device
+    num_slots = 1 + bs * s + layout.cache_loc.numel()
+    pool = [
+        torch.zeros(
+            cfg.num_layers,
+            num_slots,
+            cfg.num_kv_heads,
+            cfg.head_dim,
+            dtype=target.dtype,
+            device=dev,
+        )
+        for _ in range(2)
+    ]
+    context = context_hidden(drafter, features.reshape(bs * s, -1))
+    ctx_slots = 1 + torch.arange(bs * s, device=dev)
+    positions = torch.arange(s, device=dev).repeat(bs)
+    kv_materialize_ref(
+        context,
+        drafter.w_kv,
+        drafter.k_norm,
+        drafter.cos_sin,
+        positions,
+        ctx_slots,
+        pool[0],
+        pool[1],
+        eps=cfg.rms_norm_eps,
+    )
+    batch = ForwardBatch(layout.positions, layout.cache_loc, layout.req_rows, layout.kv_lens)
+    return dspark_hidden(
+        drafter, target, layout.block_ids, batch, layout.req_to_token, pool[0], pool[1]
+    )
+
+
+def step_loss(
+    model: TrainableDSpark,
+    target: Target,
+    data: ToyDataset,
+    indices: list[int],
+    cfg: DSparkTrainConfig,
+    gen: torch.Generator,
+) -> tuple[torch.Tensor, dict]:
+    """Paper eq. 12 on one batch; returns the loss and its parts (floats)."""
+    ids, loss_mask, lens = data.batch(indices, target.device)
+    anchors, valid = random_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors, gen)
+    labels, w = block_targets(
+        ids, loss_mask, anchors, valid, position_weights(cfg.block_size, cfg.loss_decay)
+    )
+    layout = block_layout(ids, anchors, valid, cfg.gamma, model.config.mask_token_id)
+    features, t_logits = target_pass(target, ids, lens, model.config.target_layer_ids)
+    drafter = model.drafter(target)
+    heads = model.heads(target, drafter)
+    h = block_hidden(drafter, target, features, layout)  # (M, gamma, H)
+    seq, n = layout.index[:, 0], layout.index[:, 1]
+    prev = ids[seq[:, None], layout.positions]  # (M, gamma): x_{p+k}, teacher forced
+    label, wt = labels[seq, n, 1:], w[seq, n, 1:]  # slot k scores x_{p+k+1}
+    p_t = t_logits[seq[:, None], layout.positions].float().softmax(-1)  # (M, gamma, V)
+    log_q = _markov_logits(target.logits(h), heads, prev).log_softmax(-1)
+    ce = -log_q.gather(-1, label[..., None])[..., 0]
+    tv = (log_q.exp() - p_t).abs().sum(-1)
+    z = confidence_logit(h, heads, prev)
+    bce = F.binary_cross_entropy_with_logits(z, (1 - 0.5 * tv).detach(), reduction="none")
+    norm = wt.sum().clamp_min(1e-6)
+    parts = {k: (v * wt).sum() / norm for k, v in (("ce", ce), ("tv", tv), ("bce", bce))}
+    loss = cfg.ce_alpha * parts["ce"] + cfg.tv_alpha * parts["tv"] + cfg.conf_alpha * parts["bce"]
+    keep = wt > 0
+    acc = (log_q.argmax(-1) == label)[keep].float().mean()
+    return loss, {**{k: float(v.detach()) for k, v in parts.items()}, "acc": float(acc)}
+
+
+def train_dspark(
+    target: Target,
+    data: ToyDataset,
+    out: Path,
+    cfg: DSparkTrainConfig,
+    mask_token_id: int,
+    log_every: int | None = None,
+) -> dict:
+    """Train one DSpark drafter, save it to `out`, return its metrics (as train_dflash)."""
+    k = cfg.num_features or min(5, max(1, target.config.num_layers - 3))
+    raw = drafter_config_dict(
+        target.config,
+        num_layers=cfg.num_layers,
+        block_size=cfg.block_size,
+        mask_token_id=mask_token_id,
+        target_layer_ids=build_target_layer_ids(target.config.num_layers, k),
+    )
+    raw["architectures"] = ["DSparkDraftModel"]
+    raw["dspark_config"] = {"markov_rank": cfg.markov_rank, "gamma": cfg.gamma}
+    model = TrainableDSpark(raw, target, seed=cfg.seed).to(target.device)
+    pool = usable_sequences(data, cfg.block_size)
+    if not pool:
+        raise ValueError(f"no sequence has {2 * cfg.block_size} continuation tokens")
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator(device=target.device).manual_seed(cfg.seed)
+    pick = torch.Generator().manual_seed(cfg.seed)
+    log_every = log_every or max(1, cfg.steps // 20)
+    history, losses, t0, step = [], [], time.time(), 0
+    while (progress := _progress(step, time.time() - t0, cfg)) < 1.0:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(int(progress * 10_000), 10_000, cfg.lr, cfg.warmup)
+        rows = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=pick)
+        loss, parts = step_loss(model, target, data, [pool[i] for i in rows], cfg, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        losses.append(loss.detach())
+        if step % log_every == 0 or _progress(step + 1, time.time() - t0, cfg) >= 1.0:
+            history.append(
+                {"step": step, "loss": float(loss.detach()), **parts, "wall_s": time.time() - t0}
+            )
+            print(
+                f"dspark g={cfg.gamma} step {step:5d}/{cfg.steps}  loss {history[-1]['loss']:.3f}"
+                f"  tv {parts['tv']:.3f}  acc {parts['acc']:.3f}  {time.time() - t0:6.1f}s",
+                flush=True,
+            )
+        step += 1
+    model.save(out)
+    metrics = {
+        "params": sum(p.numel() for p in model.parameters()),
+        "loss_first": float(losses[0]),
+        "loss_last": float(torch.stack(losses[-max(1, step // 10) :]).mean()),
+        "acc_last": history[-1]["acc"],
+        "steps_done": step,
+        "wall_s": time.time() - t0,
+        "sequences": len(pool),
+        "config": asdict(cfg),
+        "history": history,
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
+
+
+def main() -> None:
+    from reference.loaders import load_target
+    from reference.toy.gen_data import load_dataset
+    from reference.toy.tokenizer import MASK, load_tokenizer
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", type=Path, required=True, help="target dir with tokenizer.json")
+    ap.add_argument("--tokenizer", type=Path, default=None, help="default: <target>/tokenizer.json")
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    d = DSparkTrainConfig()
+    for name in ("gamma", "markov_rank", "num_layers", "num_anchors", "batch", "steps"):
+        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
+    ap.add_argument("--lr", type=float, default=d.lr)
+    ap.add_argument("--max-minutes", type=float, default=None)
+    args = ap.parse_args()
+    cuda = torch.cuda.is_available()
+    target = load_target(
+        args.target,
+        device="cuda" if cuda else "cpu",
+        dtype=torch.bfloat16 if cuda else torch.float32,
+    )
+    tok = load_tokenizer(args.tokenizer or args.target / "tokenizer.json")
+    cfg = DSparkTrainConfig(
+        gamma=args.gamma,
+        markov_rank=args.markov_rank,
+        num_layers=args.num_layers,
+        num_anchors=args.num_anchors,
+        batch=args.batch,
+        steps=args.steps,
+        lr=args.lr,
+        max_minutes=args.max_minutes,
+    )
+    metrics = train_dspark(target, load_dataset(args.data), args.out, cfg, tok.token_to_id(MASK))
+    print(json.dumps({k: v for k, v in metrics.items() if k != "history"}))
+
+
+if __name__ == "__main__":
+    main()
