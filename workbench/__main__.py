@@ -14,6 +14,8 @@ COMMANDS = {
     "decode": ("workbench.decode", "decode prompts with the reference engine (AR or DFlash)"),
     "kernels-check": ("kernels.check", "check every Triton kernel against its oracle"),
     "serve-bench": ("workbench.serve_bench", "serving loop: sync vs overlap, concurrency sweep"),
+    "calibrate": ("workbench.calibrate", "time the engine's pieces on the GPU -> cost tables"),
+    "validate": ("workbench.validate", "engine runs (GPU) vs simulator predictions (report)"),
 }
 
 

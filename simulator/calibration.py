@@ -1,0 +1,166 @@
+"""Measured timing tables (conf/calibration/<hardware>/<model>.json) and their predictors.
+
+A table holds one operation's seconds on a rectilinear grid (axes such as requests `n`,
+tokens per request `q`, committed context `kv`). `Table.__call__` interpolates multilinearly
+between grid points and extrapolates linearly beyond the ends, so a prediction at a grid
+point is the measurement itself. Cells left unmeasured (out of memory, out of time) are
+filled before use by least-squares lines along one axis at a time (`fill_gaps`): the
+regression only covers gaps. `heldout_report` scores a table on measurements that were not
+used to build it. Pure numpy, so the GPU machine (no simpy) can fit and score its tables.
+
+`load_calibration(path, model)` reads a file and refuses one whose recorded model shapes
+differ from the model being simulated.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from simulator.params import ConfigError, ModelParams
+
+FORMAT = 1
+SHAPE_FIELDS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
+                "intermediate_size", "vocab_size", "dtype_bytes")
+REPO_CONF = Path(__file__).resolve().parent.parent / "conf" / "calibration"
+
+
+def _fill_line(values: np.ndarray, x: np.ndarray) -> bool:
+    """Fill NaNs of one line in place with the least-squares line of its finite points."""
+    ok = np.isfinite(values)
+    if ok.all() or ok.sum() < 2:
+        return False
+    slope, icpt = np.polyfit(x[ok], values[ok], 1)
+    values[~ok] = np.maximum(icpt + slope * x[~ok], values[ok].min())
+    return True
+
+
+def fill_gaps(seconds: np.ndarray, axes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(filled copy, mask of filled cells): NaN cells from linear fits along the last axis
+    first (context length, where time is near-linear), then the earlier axes."""
+    out = np.array(seconds, dtype=np.float64)
+    missing = ~np.isfinite(out)
+    for _ in range(out.ndim):
+        for axis in reversed(range(out.ndim)):
+            moved = np.moveaxis(out, axis, -1)  # a view: fills write through
+            for idx in np.ndindex(moved.shape[:-1]):
+                _fill_line(moved[idx], axes[axis])
+        if np.isfinite(out).all():
+            break
+    if not np.isfinite(out).all():
+        out[~np.isfinite(out)] = np.nanmax(out) if np.isfinite(out).any() else 0.0
+    return out, missing
+
+
+class Table:
+    """Multilinear interpolation (linear extrapolation) of seconds over named axes."""
+
+    def __init__(self, axes: dict[str, list[float]], seconds, name: str = ""):
+        self.name, self.names = name, list(axes)
+        self.axes = [np.asarray(v, dtype=np.float64) for v in axes.values()]
+        for n, a in zip(self.names, self.axes, strict=True):
+            if a.size == 0 or np.any(np.diff(a) <= 0):
+                raise ConfigError(f"calibration table {name}: axis {n} must increase: {a}")
+        grid = np.asarray(seconds, dtype=np.float64).reshape([len(a) for a in self.axes])
+        self.values, self.filled = fill_gaps(grid, self.axes)
+
+    @classmethod
+    def from_json(cls, name: str, d: dict) -> Table:
+        seconds = np.array([np.nan if v is None else v for v in np.ravel(
+            np.asarray(d["seconds"], dtype=object))], dtype=np.float64)
+        return cls(d["axes"], seconds, name)
+
+    def __call__(self, *coords) -> np.ndarray | float:
+        """Seconds at the given coordinates (scalars or broadcastable arrays)."""
+        xs = np.broadcast_arrays(*[np.asarray(c, dtype=np.float64) for c in coords])
+        lo, w = [], []
+        for x, a in zip(xs, self.axes, strict=True):
+            if a.size == 1:
+                lo.append(np.zeros(x.shape, dtype=np.int64))
+                w.append(np.zeros(x.shape))
+                continue
+            i = np.clip(np.searchsorted(a, x, side="right") - 1, 0, a.size - 2)
+            lo.append(i)
+            w.append((x - a[i]) / (a[i + 1] - a[i]))
+        out = np.zeros(xs[0].shape)
+        for corner in np.ndindex(*([2] * len(xs))):
+            weight = np.ones(xs[0].shape)
+            idx = []
+            for bit, i, wt, a in zip(corner, lo, w, self.axes, strict=True):
+                if a.size == 1 and bit:
+                    weight = weight * 0.0
+                    idx.append(i)
+                    continue
+                weight = weight * (wt if bit else 1.0 - wt)
+                idx.append(i + bit)
+            out = out + weight * self.values[tuple(idx)]
+        out = np.maximum(out, 0.0)
+        return float(out) if out.ndim == 0 else out
+
+
+def heldout_report(table: Table, points: list[dict]) -> dict:
+    """Absolute relative error of `table` on held-out measurements {"at": [...], "s": t}."""
+    if not points:
+        return {"points": 0, "median_pct": None, "p90_pct": None, "max_pct": None}
+    err = np.array([abs(table(*p["at"]) - p["s"]) / p["s"] for p in points]) * 100
+    return {"points": len(points), "median_pct": float(np.median(err)),
+            "p90_pct": float(np.percentile(err, 90)), "max_pct": float(err.max())}
+
+
+def bucket(n: np.ndarray | int, buckets: list[int]) -> np.ndarray:
+    """The engine's CUDA-graph batch size for n requests (multiples of 64 past the table)."""
+    b = np.asarray(buckets)
+    n = np.asarray(n)
+    i = np.searchsorted(b, n, side="left")
+    return np.where(i < len(b), b[np.minimum(i, len(b) - 1)], -(-n // 64) * 64)
+
+
+def round_gpu_s(t: dict[str, Table], buckets: list[int], method: str, n: int, block: int,
+                kv: float) -> float:
+    """Device seconds of one engine round of n requests at mean context kv, as the engine
+    runs it: padded to the graph bucket (padding rows carry no context); plain decoding is
+    the target forward plus LM head, DFlash adds the draft block and the injection."""
+    nb = int(bucket(n, buckets))
+    kv_eff = kv * n / nb
+    if method == "none":
+        return float(t["target"](nb, 1, kv_eff) + t["lm_head"](nb))
+    rows = nb * block
+    return float(t["draft"](nb, block, kv_eff) + t["target"](nb, block, kv_eff)
+                 + t["lm_head"](rows) + t["inject"](rows))
+
+
+def table_path(name: str) -> Path:
+    """A table name (`h200/qwen3-8b`) or a path to a JSON file."""
+    p = Path(name)
+    if p.suffix == ".json":
+        return p
+    return REPO_CONF / f"{name}.json"
+
+
+def check_model(doc: dict, model: ModelParams, where: str) -> None:
+    """Refuse a table measured on other model shapes than `model`'s."""
+    rec = doc.get("model", {})
+    bad = [f"{k}: table {rec.get(k)!r} vs model {getattr(model, k)!r}" for k in SHAPE_FIELDS
+           if rec.get(k) != getattr(model, k)]
+    if bad:
+        raise ConfigError(f"calibration table {where} was measured on model "
+                          f"{rec.get('name')!r}, not on model.{model.name}'s shapes ("
+                          + "; ".join(bad) + ")")
+
+
+def load_calibration(name: str, model: ModelParams) -> dict:
+    """The calibration document `name`, checked against `model`, with its tables built."""
+    path = table_path(name)
+    if not path.is_file():
+        raise ConfigError(f"engine.calibration = {name!r}: {path} not found (run "
+                          "`python -m workbench calibrate`, see benchmarks/calibration/)")
+    doc = json.loads(path.read_text())
+    if doc.get("format") != FORMAT:
+        raise ConfigError(f"calibration table {path}: format {doc.get('format')!r}, "
+                          f"expected {FORMAT}")
+    check_model(doc, model, str(path))
+    doc["built"] = {k: Table.from_json(k, v) for k, v in doc["tables"].items()}
+    doc["path"] = str(path)
+    return doc

@@ -1,0 +1,295 @@
+"""`python -m workbench calibrate model=<name>[,<name>...] hardware=h200 [--out DIR]`.
+
+Times the reference engine's pieces on random weights of each model (workbench/calib_gpu.py)
+over a grid (requests x tokens per request x context, memory-aware: points whose KV does not
+fit are left to the gap regression), plus held-out points off the grid, then builds the
+interpolating tables (simulator/calibration.py), fits the host time per round, scores every
+predictor on its held-out points, and writes `<out>/<model>.json` (default out:
+conf/calibration/<hardware>/) with the metadata the simulator checks. Each model stops
+measuring at `--budget-s` (the rest is filled by regression and counted in `skipped`).
+`model=all` is toy, qwen3-4b, qwen3-8b, llama-3.1-8b. `--quick` is a tiny grid (CPU tests).
+Needs torch only (no hydra, no simpy). `python -m workbench calibrate install FILE...` (CPU)
+re-checks tables made elsewhere against conf/model/ and copies them into conf/calibration/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from simulator.calibration import FORMAT, REPO_CONF, Table, heldout_report, round_gpu_s
+
+ALL = ("toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
+FULL = dict(
+    n=[1, 4, 16, 64], q=[1, 2, 4, 8, 16], kv=[128, 512, 2048, 8192, 32768],
+    target_out=[(2, 1, 1024), (8, 4, 4096), (32, 16, 512), (2, 16, 256), (8, 1, 16384),
+                (32, 1, 2048), (32, 8, 8192), (8, 12, 1024), (2, 3, 4096)],
+    blocks=[4, 8, 16], draft_kv=[128, 2048, 8192, 32768],
+    draft_out=[(2, 8, 1024), (8, 16, 4096), (32, 4, 512), (32, 16, 2048)],
+    rows=[1, 4, 16, 64, 256, 1024], rows_out=[2, 8, 32, 128, 512, 768],
+    tokens=[1, 4, 16, 64, 256, 1024, 4096, 32768], tokens_out=[8, 128, 512, 2048],
+    prefill_q=[128, 512, 2048], prefill_out=[(2, 512), (8, 256)], prefill_max=32768,
+    host_n=[1, 4, 16, 64], host_out=[2, 32], eager_n=[1, 16], prompt=256, new=48, reps=3)
+QUICK = dict(
+    n=[1, 2], q=[1, 4], kv=[8, 32], target_out=[(1, 2, 16)], blocks=[4], draft_kv=[8, 32],
+    draft_out=[(1, 4, 16)], rows=[1, 4, 16], rows_out=[8], tokens=[1, 8, 32], tokens_out=[4],
+    prefill_q=[8, 16], prefill_out=[(1, 12)], prefill_max=64, host_n=[1, 2], host_out=[],
+    eager_n=[1], prompt=8, new=6, reps=2)
+
+
+def _grid3(bench, name, axes, measure, held) -> tuple[dict, list]:
+    """A 3-axis table (axes[0] = requests, a row needs axes[1] + axes[2] slots) and its
+    held-out points; a point whose KV does not fit, or comes after the budget, is NaN."""
+    a0, a1, a2 = axes.values()
+    seconds = np.full((len(a0), len(a1), len(a2)), np.nan)
+    for i, n in enumerate(a0):
+        length = min(max(a1) + max(a2), bench.max_length(n))
+        with bench.rows(n, length) as rows:
+            for j, x in enumerate(a1):
+                for k, y in enumerate(a2):
+                    if rows is not None and x + y <= length and not bench.out_of_time(name):
+                        seconds[i, j, k] = measure(rows, x, y)
+    out = []
+    for n, x, y in held:
+        with bench.rows(n, x + y) as rows:
+            if rows is not None and not bench.out_of_time(name):
+                out.append({"at": [n, x, y], "s": measure(rows, x, y)})
+    return {"axes": axes, "seconds": _nested(seconds)}, [p for p in out if np.isfinite(p["s"])]
+
+
+def _grid1(bench, name, axis, values, measure, held) -> tuple[dict, list]:
+    seconds = [measure(v) if not bench.out_of_time(name) else float("nan") for v in values]
+    out = [{"at": [v], "s": measure(v)} for v in held if not bench.out_of_time(name)]
+    return ({"axes": {axis: values}, "seconds": _nested(np.array(seconds))},
+            [p for p in out if np.isfinite(p["s"])])
+
+
+def _nested(a: np.ndarray) -> list:
+    return np.where(np.isfinite(a), a, None).tolist()
+
+
+def measure_model(name: str, g: dict, args) -> dict:
+    """Every table, held-out point and host run of one model."""
+    import torch
+
+    from reference.cuda_graphs import BUCKETS
+    from reference.loaders import preset_config
+    from workbench.calib_gpu import Bench
+
+    preset = name
+    max_pos = preset_config(preset).max_position
+    kv = [v for v in g["kv"] if v + max(g["q"]) + 16 <= max_pos]
+    dkv = [v for v in g["draft_kv"] if v + max(g["blocks"]) + 16 <= max_pos]
+    ctx = max(kv + dkv + [g["prompt"] + g["new"]]) + 64
+    bench = Bench(preset, device=args.device, blocks=g["blocks"], context_len=ctx,
+                  max_requests=max(g["n"] + g["host_n"]), reps=g["reps"],
+                  budget_s=args.budget_s, compile_layers=not args.no_compile)
+    q = sorted({*g["q"], bench.own_block})
+    blocks = sorted(bench.drafters)
+    tables, held = {}, {}
+
+    def done(what: str) -> None:  # progress, and the graphs' memory back
+        print(f"  {name} {what}: {bench.elapsed_s:.1f} s", flush=True)
+        _free_device()
+
+    done("weights, drafters and KV pool")
+    tables["target"], held["target"] = _grid3(
+        bench, "target", {"n": g["n"], "q": q, "kv": kv}, bench.target_forward,
+        [p for p in g["target_out"] if p[2] + p[1] + 16 <= max_pos])
+    done("target forward")
+    tables["lm_head"], held["lm_head"] = _grid1(bench, "lm_head", "rows", g["rows"],
+                                                bench.lm_head, g["rows_out"])
+    tables["inject"], held["inject"] = _grid1(bench, "inject", "tokens", g["tokens"],
+                                              bench.inject, g["tokens_out"])
+    done("lm head, injection")
+    tables["draft"], held["draft"] = _grid3(
+        bench, "draft", {"n": g["n"], "block": blocks, "kv": dkv},
+        lambda rows, b, y: bench.draft_block(rows, b, y),
+        [p for p in g["draft_out"] if p[2] + p[1] + 16 <= max_pos])
+    done("draft block")
+    host = {"graph": [], "eager": []}
+    for n in g["host_n"] + g["host_out"]:
+        if not bench.out_of_time("host"):
+            host["graph"].append(bench.host_runs(n, g["prompt"], g["new"], eager=False))
+    done("host runs (CUDA graphs)")
+    pq = [v for v in g["prefill_q"] if v < max_pos]
+    tables["prefill"], held["prefill"] = _grid3(
+        bench, "prefill", {"n": g["n"], "q": pq, "kv": [0]},
+        lambda rows, x, y: bench.prefill(rows, x, y) if len(rows) * x <= g["prefill_max"]
+        else float("nan"), [(n, x, 0) for n, x in g["prefill_out"]])
+    done("prefill")
+    kernels = []
+    for n in g["n"]:
+        with bench.rows(n, 128) as rows:
+            for b in blocks:
+                if rows is not None and not bench.out_of_time("kernels"):
+                    kernels.append({"n": n, "block": b, **bench.kernels(rows, b)})
+    for n in g["eager_n"]:
+        if not bench.out_of_time("host_eager"):
+            host["eager"].append(bench.host_runs(n, g["prompt"], g["new"] // 3, eager=True))
+    done("kernels, host runs (eager)")
+    cfg = bench.target.config
+    dcfg = bench.drafters[bench.own_block].drafter.config
+    doc = {
+        "format": FORMAT,
+        "model": {"name": name, "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers,
+                  "num_heads": cfg.num_heads, "num_kv_heads": cfg.num_kv_heads,
+                  "head_dim": cfg.head_dim, "intermediate_size": cfg.intermediate_size,
+                  "vocab_size": cfg.vocab_size, "tie_embeddings": cfg.tie_word_embeddings,
+                  "dtype_bytes": bench.target.dtype.itemsize, "preset": f"random:{preset}"},
+        "drafter": {"num_layers": dcfg.model.num_layers, "block_size": bench.own_block,
+                    "target_layer_ids": list(bench.layer_ids), "block_sizes": blocks},
+        "hardware": {"name": args.hardware, **_device_info(torch, args.device)},
+        "engine": {"cuda_graphs": True, "compile": not args.no_compile,
+                   "buckets": list(BUCKETS), "reps": g["reps"]},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "triton": _version("triton"), "cuda": torch.version.cuda},
+        "git_sha": _git_sha(), "date": datetime.datetime.now(datetime.timezone.utc)
+        .isoformat(timespec="seconds"), "quick": args.quick,
+        "grid": {k: v for k, v in g.items()}, "tables": tables, "heldout": held,
+        "host_runs": host, "kernels": kernels, "skipped": bench.skipped,
+        "measure_wall_s": bench.elapsed_s,
+    }
+    bench.close()
+    return doc
+
+
+def fit(doc: dict) -> dict:
+    """Host time per round (a + b * requests, per method) from the graph-path generate runs,
+    and the held-out report of every table and of the whole round; returns doc."""
+    built = {k: Table.from_json(k, v) for k, v in doc["tables"].items()}
+    buckets = doc["engine"]["buckets"]
+    fit_n = set(doc["grid"]["host_n"])
+    host, report = {}, {k: heldout_report(built[k], doc["heldout"].get(k, []))
+                        for k in built}
+    for method in ("none", "dflash"):
+        runs = [r[method] for r in doc["host_runs"]["graph"]]
+        for r in runs:
+            r["gpu_pred_s"] = round_gpu_s(built, buckets, method, r["n"], r["block"], r["kv"])
+        train = [r for r in runs if r["n"] in fit_n]
+        if len(train) >= 2:
+            b, a = np.polyfit([r["n"] for r in train],
+                              [r["wall_s"] - r["gpu_pred_s"] for r in train], 1)
+        else:
+            a, b = (train[0]["wall_s"] - train[0]["gpu_pred_s"], 0.0) if train else (0.0, 0.0)
+        host[method] = {"a_s": max(float(a), 0.0), "b_s": float(b)}
+        test = [r for r in runs if r["n"] not in fit_n]
+        err = [abs(r["gpu_pred_s"] + host[method]["a_s"] + host[method]["b_s"] * r["n"]
+                   - r["wall_s"]) / r["wall_s"] * 100 for r in test]
+        report[f"round_{method}"] = {
+            "points": len(err), "median_pct": float(np.median(err)) if err else None,
+            "p90_pct": float(np.percentile(err, 90)) if err else None,
+            "max_pct": float(max(err)) if err else None}
+    doc["host"] = host
+    doc["report"] = report
+    return doc
+
+
+def _device_info(torch, device: str) -> dict:
+    if device != "cuda":
+        return {"gpu": "cpu", "driver": None}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = None
+    return {"gpu": torch.cuda.get_device_name(), "driver": out or None}
+
+
+def _version(name: str) -> str | None:
+    try:
+        return __import__(name).__version__
+    except ImportError:
+        return None
+
+
+def _git_sha() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def print_report(doc: dict) -> None:
+    m = doc["model"]["name"]
+    print(f"{m}: measured in {doc['measure_wall_s']:.1f} s, skipped {doc['skipped'] or 'none'}")
+    for op, r in doc["report"].items():
+        if r["points"]:
+            print(f"  {op:<12} held-out {r['points']:>2} pts: median {r['median_pct']:.1f}% "
+                  f"p90 {r['p90_pct']:.1f}% max {r['max_pct']:.1f}%")
+    for method, h in doc["host"].items():
+        print(f"  host {method}: {1e6 * h['a_s']:.0f} us + {1e6 * h['b_s']:.1f} us/request")
+
+
+def install(files: list[str], hardware: str) -> int:
+    """Re-fit, check against conf/model/<name>.yaml and copy into conf/calibration/."""
+    import yaml
+
+    from simulator.calibration import check_model
+    from simulator.params import ModelParams
+
+    for f in files:
+        doc = fit(json.loads(Path(f).read_text()))
+        name = doc["model"]["name"]
+        spec = yaml.safe_load((REPO_CONF.parent / "model" / f"{name}.yaml").read_text())
+        spec.pop("defaults", None)
+        check_model(doc, ModelParams(**spec), f)
+        dest = REPO_CONF / hardware / f"{name}.json"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(doc, indent=1))
+        print_report(doc)
+        print(f"  -> {dest}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "install":
+        hw = next((a.split("=", 1)[1] for a in argv if a.startswith("hardware=")), "h200")
+        return install([a for a in argv[1:] if not a.startswith("hardware=")], hw)
+    keys = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    p = argparse.ArgumentParser(prog="python -m workbench calibrate", description=__doc__)
+    p.add_argument("--out", default=None)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--budget-s", type=float, default=75.0, help="measuring time per model")
+    p.add_argument("--quick", action="store_true", help="tiny grid (CPU tests)")
+    p.add_argument("--no-compile", action="store_true", help="eager layers inside graphs")
+    args = p.parse_args([a for a in argv if a.startswith("-") or "=" not in a])
+    args.hardware = keys.pop("hardware", "h200")
+    models = keys.pop("model", "qwen3-8b")
+    if keys:
+        p.error(f"unknown keys {sorted(keys)} (model=..., hardware=...)")
+    names = list(ALL) if models == "all" else models.split(",")
+    out = Path(args.out) if args.out else REPO_CONF / args.hardware
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for name in names:
+        doc = fit(measure_model(name, QUICK if args.quick else FULL, args))
+        (out / f"{name}.json").write_text(json.dumps(doc, indent=1))
+        print_report(doc)
+        _free_device()
+    print(f"calibrated {', '.join(names)} in {time.perf_counter() - t0:.1f} s -> {out}")
+    return 0
+
+
+def _free_device() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

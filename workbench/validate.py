@@ -1,0 +1,157 @@
+"""`python -m workbench validate run|report`: the simulator against the reference engine.
+
+`run` (GPU; torch only, no hydra or simpy) drives the reference engine (`generate`, CUDA
+graphs, compiled layers) on random weights of one model over a grid: concurrency {1, 4, 16,
+64} x speculation off and DFlash with B in {4, 8, 16} (oracle proposer: the target's own
+greedy continuation corrupted to the fixed survival curve s_j = alpha^j, with the z-lab-shaped
+drafter's draft and injection running every round), fixed prompt and output lengths, each
+cell after one untimed warm-up run and then `--repeats` times. It records per-round wall and
+device times, commit lengths and the prefill time to `<out>/validation-<model>.json`.
+
+`report` (CPU) simulates the same cells with the calibration table, once replaying the
+recorded commit lengths and once with the sampled acceptance model, and writes
+experiments/validation/h200-<model>.{md,csv,png} (workbench/validation_report.py).
+
+    python -m workbench validate run model=qwen3-8b --out OUT
+    python -m workbench validate report OUT/validation-qwen3-8b.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+
+def run_cell(target, prompts, proposer, new_tokens: int) -> tuple[dict, list]:
+    """One generate run: (per-request commits and token counts, per-round times; tokens)."""
+    from reference.generate import generate
+
+    out = generate(target, prompts, proposer=proposer, max_new_tokens=new_tokens)
+    s = out.stats
+    return {"prefill_s": s["prefill_s"], "decode_s": s["decode_s"],
+            "tokens_per_request": [len(t) for t in out.tokens],
+            "accept_lengths": out.accept_lengths, "round_times": s["round_times"],
+            "tau": s["tau"], "rounds": s["rounds"]}, out.tokens
+
+
+def measure(args) -> dict:
+    """Every cell of the grid, `args.repeats` times each after a warm-up."""
+    import torch
+
+    from reference.dflash import DFlashProposer
+    from reference.generate import generate
+    from reference.loaders import random_dflash, random_target
+    from reference.proposers import OracleProposer
+
+    dev = torch.device(args.device)
+    cuda = dev.type == "cuda"
+    target = random_target(args.model, device=dev,
+                           dtype=torch.bfloat16 if cuda else torch.float32)
+    if cuda and not args.no_compile:
+        target.enable_compile()
+    base = random_dflash(args.model, target)
+    drafters = {b: DFlashProposer(base.drafter, target, block_size=b) for b in args.blocks}
+    gen = torch.Generator().manual_seed(0)
+    vocab = target.config.vocab_size
+    prompts = torch.randint(0, vocab, (max(args.concurrency), args.prompt), generator=gen)
+    prompts = prompts.tolist()
+    b0 = max(args.blocks)
+    # The first call sizes the pool (draft layers, full context) for every later call.
+    generate(target, prompts[:1], proposer=OracleProposer([[0]], b0, shadow=drafters[b0]),
+             max_new_tokens=args.new_tokens)
+    runs = []
+    for c in args.concurrency:
+        batch = prompts[:c]
+        t0 = time.perf_counter()
+        _, streams = run_cell(target, batch, None, args.new_tokens)  # warm-up
+        for r in range(args.repeats):
+            cell, _ = run_cell(target, batch, None, args.new_tokens)
+            runs.append({"concurrency": c, "method": "none", "block": 1, "repeat": r, **cell})
+        for b in args.blocks:
+            curve = [args.alpha ** j for j in range(1, b)]
+            for r in range(-1, args.repeats):  # -1: warm-up (graph captures of every bucket)
+                oracle = OracleProposer(streams, b, curve, seed=1000 * b + r,
+                                        shadow=drafters[b])
+                cell, tokens = run_cell(target, batch, oracle, args.new_tokens)
+                if r >= 0:
+                    runs.append({"concurrency": c, "method": "dflash", "block": b,
+                                 "repeat": r, "lossless": tokens == streams, **cell})
+        print(f"c={c}: {time.perf_counter() - t0:.1f} s", flush=True)
+    return {"model": args.model, "device": _device(torch, cuda),
+            "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                         "triton": _version("triton")},
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "git_sha": _git_sha(), "compile": not args.no_compile,
+            "setup": {"prompt_tokens": args.prompt, "new_tokens": args.new_tokens,
+                      "alpha": args.alpha, "blocks": args.blocks,
+                      "concurrency": args.concurrency, "repeats": args.repeats,
+                      "engine": "reference.generate (sync: one host sync per round)"},
+            "runs": runs}
+
+
+def _device(torch, cuda: bool) -> str:
+    return torch.cuda.get_device_name() if cuda else "cpu"
+
+
+def _version(name: str) -> str | None:
+    try:
+        return __import__(name).__version__
+    except ImportError:
+        return None
+
+
+def _git_sha() -> str | None:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("run", "report"):
+        print(__doc__)
+        return 2
+    if argv[0] == "report":
+        from workbench.validation_report import main as report_main
+
+        return report_main(argv[1:])
+    keys = dict(a.split("=", 1) for a in argv[1:] if "=" in a and not a.startswith("-"))
+    p = argparse.ArgumentParser(prog="python -m workbench validate run")
+    p.add_argument("--out", default=".")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--concurrency", type=_ints, default=[1, 4, 16, 64])
+    p.add_argument("--blocks", type=_ints, default=[4, 8, 16])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--prompt", type=int, default=512)
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--alpha", type=float, default=0.85, help="oracle: s_j = alpha^j")
+    p.add_argument("--no-compile", action="store_true")
+    args = p.parse_args([a for a in argv[1:] if a.startswith("-") or "=" not in a])
+    args.model = keys.pop("model", "qwen3-8b")
+    if keys:
+        p.error(f"unknown keys {sorted(keys)} (model=...)")
+    t0 = time.perf_counter()
+    doc = measure(args)
+    doc["wall_s"] = time.perf_counter() - t0
+    out = Path(args.out) / f"validation-{args.model}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc))
+    print(f"{len(doc['runs'])} runs in {doc['wall_s']:.1f} s -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
