@@ -30,9 +30,11 @@ import argparse
 import gc
 import json
 import random
+import time
 from dataclasses import replace
 from pathlib import Path
 
+T0 = time.perf_counter()
 COLUMNS = (("setup", "setup", "{}"), ("C", "concurrency", "{}"), ("method", "method", "{}"),
            ("mode", "mode", "{}"), ("tok/s", "throughput_tok_s", "{:.1f}"),
            ("TPOT ms", "tpot_ms", "{:.2f}"), ("p99 ms", "tpot_p99_ms", "{:.2f}"),
@@ -134,8 +136,8 @@ def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[d
     return row, out.timeline
 
 
-def _sweep(name, target, shadow, methods, prompts, max_new, args, out_dir) -> tuple[dict, list]:
-    """Every (concurrency, method, mode) run of one setup; returns its shapes and rows."""
+def _sweep(name, target, shadow, methods, prompts, max_new, args, result: dict) -> None:
+    """Every (concurrency, method, mode) run of one setup into `result` (saved after each)."""
     from reference.engine import runtime
     from reference.proposers import OracleProposer, geometric_survival
     from reference.serve import make_requests
@@ -147,7 +149,7 @@ def _sweep(name, target, shadow, methods, prompts, max_new, args, out_dir) -> tu
     runtime(target, shadow.draft_kv if shadow else None, max(sweep),
             -(-context // 64) * 64)  # one pool (with the draft KV) for every run
     curve = geometric_survival(args.tau, block) if "oracle" in methods else None
-    rows = []
+    result["setups"][name] = _shapes(name, target, shadow, prompts, max_new, curve, args)
     for conc in sweep:
         n = max(conc * args.requests_per_client, args.min_requests)
         reqs = make_requests(prompts[:n], max_new[:n])
@@ -161,10 +163,13 @@ def _sweep(name, target, shadow, methods, prompts, max_new, args, out_dir) -> tu
                 else:
                     proposer = shadow if method == "dflash" else None
                 row, timeline = _run(target, proposer, reqs, streams, conc, mode, args)
-                rows.append({"setup": name, "method": method, **row})
-                if out_dir is not None:
-                    timeline.write(out_dir / "traces" / f"{name}_c{conc}_{method}_{mode}.json")
-    return _shapes(name, target, shadow, prompts, max_new, curve, args), rows
+                result["rows"].append({"setup": name, "method": method, **row})
+                print(f"[{time.perf_counter() - T0:6.1f} s] {name} C={conc} {method} {mode}: "
+                      f"{row['throughput_tok_s']:.1f} tok/s", flush=True)
+                if args.out:
+                    timeline.write(Path(args.out) / "traces" /
+                                   f"{name}_c{conc}_{method}_{mode}.json")
+                    _save(result, args.out)
 
 
 def _shapes(name, target, shadow, prompts, max_new, curve, args) -> dict:
@@ -214,7 +219,6 @@ def run(argv=None) -> dict:
     args = _args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = device == "cuda"
-    out_dir = Path(args.out) if args.out else None
     threads = torch.get_num_threads()
     if not cuda:
         torch.set_num_threads(1)  # tiny CPU models: OpenMP threads only add contention
@@ -238,9 +242,7 @@ def run(argv=None) -> dict:
             shadow = load_dflash(args.drafter, target, block_size=args.block_size)
         prompts = _random_prompts(args, target.config.vocab_size, n)
         name = Path(preset).name
-        result["setups"][name], rows = _sweep(name, target, shadow, args.methods.split(","),
-                                              prompts, max_new, args, out_dir)
-        result["rows"] += rows
+        _sweep(name, target, shadow, args.methods.split(","), prompts, max_new, args, result)
         if args.toy:
             _release(target)
             del target, shadow
@@ -251,20 +253,25 @@ def run(argv=None) -> dict:
                 target.enable_compile()
             shadow = load_dflash(toy / "dflash-b16", target)
             prompts = _toy_prompts(toy, args, target.config.vocab_size, n)
-            result["setups"]["toy"], rows = _sweep("toy", target, shadow, ["ar", "dflash"],
-                                                   prompts, max_new, args, out_dir)
-            result["rows"] += rows
+            _sweep("toy", target, shadow, ["ar", "dflash"], prompts, max_new, args, result)
         _release(target)
         result["ratios"] = _ratios(result["rows"])
     finally:
         torch.set_num_threads(threads)
     _print(result)
-    if out_dir is not None:
-        from workbench.results import write_json
-
-        write_json(out_dir / "serve_bench.json", result)
-        (out_dir / "serve_bench.md").write_text(_markdown(result))
+    if args.out:
+        _save(result, args.out)
     return result
+
+
+def _save(result: dict, out: str) -> None:
+    """serve_bench.json and serve_bench.md (rewritten after every run: a cut run keeps its
+    finished rows)."""
+    from workbench.results import write_json
+
+    result["ratios"] = _ratios(result["rows"])
+    write_json(Path(out) / "serve_bench.json", result)
+    (Path(out) / "serve_bench.md").write_text(_markdown(result))
 
 
 def main(argv=None) -> int:
