@@ -7,8 +7,9 @@ priced in one call; the answer is a float for one round, else an array of shape 
 `RooflineCostModel` prices a forward as max(FLOPs / matmul peak, bytes / HBM bandwidth) for
 the linear layers and, separately, for attention, plus a launch overhead per forward; the
 LM head + sampling and DFlash's draft-KV materialization the same way; the host as a constant
-plus a per-request term. Calibrated cost models (measured tables, a later issue) register in
-`COST_MODELS` under their own name and are picked with `engine.cost_model`.
+plus a per-request term. `calibrated` (simulator/calibrated.py) reads the reference engine's
+measured tables instead; cost models register in `COST_MODELS` and are picked with
+`engine.cost_model`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class CostModel(Protocol):
     def draft_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray,
                         causal: bool = True) -> np.ndarray | float:
         """One forward of the drafter's own layers (DFlash: causal=False inside the block)."""
+
+    def prefill_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> float:
+        """Target forward of a prefill batch (prompt chunks; an engine may run it eagerly)."""
 
     def lm_head_s(self, n_rows: float) -> float:
         """LM head over n_rows hidden states, plus argmax/sampling."""
@@ -122,6 +126,9 @@ class RooflineCostModel:
             return np.zeros(np.shape(kv_lens)[:-1]) if np.ndim(kv_lens) > 1 else 0.0
         return self._stack_s(self._draft_coef, q_lens, kv_lens, causal)
 
+    def prefill_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> float:
+        return float(self.target_forward_s(q_lens, kv_lens))
+
     def lm_head_s(self, n_rows: float) -> float:
         n = float(n_rows)
         flops = 2.0 * self.head_params * n
@@ -146,8 +153,15 @@ class RooflineCostModel:
         return self.copy
 
 
+def _calibrated(cfg: SimConfig) -> CostModel:
+    from simulator.calibrated import CalibratedCostModel
+
+    return CalibratedCostModel(cfg)
+
+
 COST_MODELS: dict[str, Callable[[SimConfig], CostModel]] = {
     "roofline": RooflineCostModel,
+    "calibrated": _calibrated,
 }
 
 

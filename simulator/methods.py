@@ -50,7 +50,7 @@ class SpecMethod:
     def prefill_gpu_s(self, cost: CostModel, q: np.ndarray, kv: np.ndarray) -> float:
         """GPU time of a prefill (extend) of q new prompt tokens on top of kv cached ones;
         the LM head runs on each request's last position."""
-        return float(cost.target_forward_s(q, kv) + cost.lm_head_s(len(q)))
+        return float(cost.prefill_forward_s(q, kv) + cost.lm_head_s(len(q)))
 
 
 NoSpec = SpecMethod

@@ -112,6 +112,7 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
     summary = {
         "method": cfg.spec.method, "block_size": cfg.spec.block_size, "model": cfg.model.name,
         "hardware": cfg.hardware.name, "engine_mode": cfg.engine.mode, "replicas": n_gpu,
+        "cost_model": getattr(cluster.cost, "label", cfg.engine.cost_model),
         "arrival": cfg.workload.arrival, "dataset": cfg.workload.dataset,
         "concurrency": cfg.workload.concurrency if cfg.workload.arrival == "closed_loop"
         else None,

@@ -97,7 +97,9 @@ class EngineParams:
     host_plan_per_req_s: float = param(15e-6, 0.0, 10.0)
     host_process_s: float = param(200e-6, 0.0, 10.0)
     host_process_per_req_s: float = param(10e-6, 0.0, 10.0)
-    cost_model: str = param("roofline", choices=("roofline",))
+    cost_model: str = param("roofline", choices=("roofline", "calibrated"))
+    calibration: str | None = param(None, doc="calibrated: table name (h200/qwen3-8b) or "
+                                    "path; default h200/<model.name>")
     max_stretch_rounds: int = param(256, 1, 1 << 16, doc="decode rounds per event, at most")
 
 

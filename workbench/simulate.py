@@ -87,7 +87,9 @@ def table(results: Runs, point_name: str) -> Table:
     """The terminal summary: one row per run, speedup against the baseline at that point;
     tau is the mean over requests (the papers' definition)."""
     base = {p: r for label, p, r in results if label == "none"}
-    t = Table(title="simulated serving (analytic roofline costs)")
+    costs = results[0][2].summary.get("cost_model", "roofline") if results else "roofline"
+    t = Table(title=f"simulated serving ({'analytic roofline' if costs == 'roofline' else costs}"
+                    " costs)")
     for col in ("c" if point_name == "concurrency" else "req/s", "method", "tok/s",
                 "vs none", "tau", "TTFT50 ms", "TPOT50 ms", "ITL99 ms", "E2E99 s", "goodput",
                 "GPU", "preempt"):

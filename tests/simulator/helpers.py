@@ -86,6 +86,9 @@ class FixedRoundCost:
         kv = np.asarray(kv_lens)
         return 0.0 if kv.ndim == 1 else np.zeros(kv.shape[0])
 
+    def prefill_forward_s(self, q_lens, kv_lens):
+        return self.round_s
+
     def lm_head_s(self, n_rows):
         return 0.0
 

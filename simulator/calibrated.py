@@ -1,0 +1,112 @@
+"""`CalibratedCostModel`: the reference engine's measured timing tables as a `CostModel`.
+
+Selected with `engine.cost_model=calibrated`; `engine.calibration` names the table
+(`h200/qwen3-8b`, or a path; default `h200/<model.name>`), which must have been measured on
+the model's shapes (simulator/calibration.py refuses others). The engine pads every decode
+batch of n requests to its CUDA-graph bucket nb (padding rows have no context), so the
+tables are read at nb with the context averaged over nb, and the pieces are split so that
+the method's sum is exactly the engine's round at grid points:
+
+- none: target(nb, 1, kv) + lm_head(nb);
+- dflash: draft block(nb, B, kv) [draft layers, head on B-1 rows, argmax] + target(nb, B,
+  kv) + lm_head(nb * B) + inject(nb * B) (DFlash in simulator/methods.py adds the heads and
+  the injection of the real rows; the padding rows' share is added to the forwards here);
+- prefill: the measured `Engine.prefill` wall (n requests padded to the longest chunk);
+- host: the time a round takes beyond its device time in `generate` (a + b * n, per method),
+  split evenly into planning and processing; the copy is inside it.
+
+On other hardware (`hardware.name` other than the table's) each piece is scaled by the ratio
+of the two roofline estimates (datasheet bandwidth and compute, `conf/hardware/`) of that
+piece: an extrapolation, labelled so in `label` and in every summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from simulator.calibration import bucket, load_calibration
+from simulator.costs import RooflineCostModel
+from simulator.params import ConfigError, HardwareParams, SimConfig
+
+
+class CalibratedCostModel:
+    """Interpolated measurements (`CostModel` protocol); see the module docstring."""
+
+    def __init__(self, cfg: SimConfig):
+        name = cfg.engine.calibration or f"h200/{cfg.model.name}"
+        doc = load_calibration(name, cfg.model)
+        s = cfg.spec
+        method = "none" if s.method == "none" or s.block_size == 1 else s.method
+        if method not in ("none", "dflash"):
+            raise ConfigError(f"spec.method = {s.method!r}: calibrated tables cover the "
+                              "reference engine's methods (none, dflash) only")
+        d = doc["drafter"]
+        if method == "dflash" and (d["num_layers"] != s.draft_layers
+                                   or len(d["target_layer_ids"]) != s.target_features):
+            raise ConfigError(
+                f"calibration table {doc['path']}: drafter of {d['num_layers']} layers and "
+                f"{len(d['target_layer_ids'])} target features, but spec.draft_layers = "
+                f"{s.draft_layers} and spec.target_features = {s.target_features}")
+        self.t = doc["built"]
+        self.buckets = doc["engine"]["buckets"]
+        host = doc.get("host", {}).get(method)
+        e = cfg.engine
+        self.host = ((host["a_s"] / 2, host["b_s"] / 2) if host else
+                     (e.host_plan_s + e.host_process_s,
+                      e.host_plan_per_req_s + e.host_process_per_req_s))
+        self.source = doc["hardware"]["name"]
+        self.label = f"calibrated {name}"
+        self.ratio = None
+        if cfg.hardware.name != self.source:
+            src = dataclasses.replace(cfg, hardware=HardwareParams(name=self.source))
+            self.ratio = (RooflineCostModel(cfg), RooflineCostModel(src))
+            self.label += (f", extrapolated to {cfg.hardware.name} from {self.source} "
+                           "(datasheet bandwidth/compute ratios)")
+
+    def _scaled(self, value, piece: str, *args):
+        if self.ratio is None:
+            return value
+        to, src = (getattr(m, piece)(*args) for m in self.ratio)
+        return value * to / src
+
+    def _batch(self, q: np.ndarray, kv: np.ndarray) -> tuple[int, int, float, np.ndarray]:
+        """(n, bucket, tokens per request, context averaged over the bucket)."""
+        n = len(q)
+        nb = int(bucket(n, self.buckets))
+        return n, nb, float(q.sum()) / n, np.asarray(kv, dtype=np.float64).sum(axis=-1) / nb
+
+    def target_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> np.ndarray | float:
+        n, nb, qv, kv = self._batch(q_lens, kv_lens)
+        t = self.t["target"](nb, qv, kv) + self.t["lm_head"](nb * qv) - self.t["lm_head"](n * qv)
+        return self._scaled(t, "target_forward_s", q_lens, kv_lens)
+
+    def draft_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray,
+                        causal: bool = True) -> np.ndarray | float:
+        n, nb, b, kv = self._batch(q_lens, kv_lens)
+        t = (self.t["draft"](nb, b, kv) - self.t["lm_head"](n * (b - 1))
+             + self.t["inject"](nb * b) - self.t["inject"](n * b))
+        return self._scaled(t, "draft_forward_s", q_lens, kv_lens, causal)
+
+    def prefill_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> float:
+        n = len(q_lens)
+        t = (self.t["prefill"](n, float(np.max(q_lens)), float(np.mean(kv_lens)))
+             - self.t["lm_head"](n))
+        return float(self._scaled(t, "prefill_forward_s", q_lens, kv_lens))
+
+    def lm_head_s(self, n_rows: float) -> float:
+        return float(self._scaled(self.t["lm_head"](float(n_rows)), "lm_head_s", n_rows))
+
+    def kv_materialize_s(self, n_tokens: float) -> float:
+        t = self.t["inject"](float(n_tokens))
+        return float(self._scaled(t, "kv_materialize_s", n_tokens))
+
+    def host_plan_s(self, batch_size: int) -> float:
+        return max(self.host[0] + self.host[1] * batch_size, 0.0)
+
+    def host_process_s(self, batch_size: int) -> float:
+        return self.host_plan_s(batch_size)
+
+    def copy_s(self) -> float:
+        return 0.0
