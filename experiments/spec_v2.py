@@ -9,8 +9,9 @@ behind), the measured host time per step as the simulator's host overheads (plan
 `host_plan_s`, process -> `host_process_s`, no per-request term), and acceptance from the
 oracle's geometric survival curve (`constant` alpha = s_1; for a trained drafter, alpha
 solved from the run's measured tau). The GPU side comes from --hardware (conf/hardware/) and
-the cost model named by --cost-model (simulator/costs.py COST_MODELS: `roofline`, or a
-calibrated model once registered). Methods map as ar -> none, oracle and dflash -> dflash.
+the cost model named by --cost-model (simulator/costs.py COST_MODELS: `roofline`, or
+`calibrated` with its table named by --calibration; a cost model with its own host term may
+not use the measured host times). Methods map as ar -> none, oracle and dflash -> dflash.
 
 Writes under --out (default experiments/spec_v2/): comparison.csv (one row per run:
 measured and predicted throughput, TPOT and GPU idle, relative error), comparison.md (that
@@ -51,7 +52,8 @@ def hardware(name: str) -> dict:
     return cfg
 
 
-def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0) -> dict:
+def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
+               calibration: str | None = None) -> dict:
     """The simulator config of one measured run (a dict for `simulator.run`)."""
     drafter, conc, overlap = setup["drafter"], row["concurrency"], row["mode"] == "overlap"
     if row["method"] == "ar":
@@ -69,6 +71,8 @@ def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0)
               "host_plan_s": (row["plan_ms_per_step"] + row["launch_ms_per_step"]) / 1e3,
               "host_plan_per_req_s": 0.0, "host_process_s": row["process_ms_per_step"] / 1e3,
               "host_process_per_req_s": 0.0, "cost_model": cost_model}
+    if calibration is not None:
+        engine["calibration"] = calibration
     workload = {"arrival": "closed_loop", "concurrency": conc, "num_requests": row["requests"],
                 "prompt_tokens_mean": setup["prompt_tokens_mean"],
                 "prompt_tokens_cv": setup.get("prompt_tokens_cv", 0.0),
@@ -78,14 +82,16 @@ def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0)
             "workload": workload, "seed": seed}
 
 
-def compare(doc: dict, hw: dict, cost_model: str) -> list[dict]:
+def compare(doc: dict, hw: dict, cost_model: str, calibration: str | None = None
+            ) -> list[dict]:
     """One comparison row per measured run."""
     import simulator
 
     out = []
     for row in doc["rows"]:
         setup = doc["setups"][row["setup"]]
-        s = simulator.run(sim_config(setup, row, hw, cost_model)).summary
+        s = simulator.run(sim_config(setup, row, hw, cost_model,
+                                     calibration=calibration)).summary
         pred = s["throughput"]["output_tok_s"]
         out.append({
             "setup": row["setup"], "method": row["method"], "concurrency": row["concurrency"],
@@ -176,10 +182,12 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--measured", required=True, help="serve_bench.json of serve-bench --out")
     p.add_argument("--hardware", default="h200", help="conf/hardware/<name>.yaml")
     p.add_argument("--cost-model", default="roofline", choices=sorted(COST_MODELS))
+    p.add_argument("--calibration", default=None,
+                   help="engine.calibration of a calibrated cost model (table name or path)")
     p.add_argument("--out", default=str(REPO / "experiments" / "spec_v2"))
     args = p.parse_args(argv)
     doc = json.loads(Path(args.measured).read_text())
-    rows = compare(doc, hardware(args.hardware), args.cost_model)
+    rows = compare(doc, hardware(args.hardware), args.cost_model, args.calibration)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "comparison.csv").open("w", newline="") as f:
