@@ -17,7 +17,9 @@ finishes, max(C * requests-per-client, min-requests) requests of --prompt-len to
 --rate, Poisson arrivals instead, C capping the running batch.
 Reported per run: output tokens/s, TPOT mean and p99, TTFT, tau, GPU idle between steps
 (all steps; and decode -> decode, over the round period), round time, host time per step
-(plan + launch + process), and whether every request's tokens equal plain greedy decoding.
+(plan + launch + process), implicit host-device syncs during the run (torch's sync debug
+mode; the loop's event fences are explicit and not counted), and whether every request's
+tokens equal plain greedy decoding.
 --out DIR gets serve_bench.json (stamped with git SHA and versions; also the setups' shapes
 and acceptance, for `python -m experiments.spec_v2`), serve_bench.md (the table) and
 traces/<setup>_c<C>_<method>_<mode>.json (Chrome traces). On the CPU the "device" runs inside
@@ -42,7 +44,8 @@ COLUMNS = (("setup", "setup", "{}"), ("C", "concurrency", "{}"), ("method", "met
            ("idle", "gpu_idle_fraction", "{:.1%}"), ("round idle", "round_idle_fraction",
                                                       "{:.1%}"),
            ("round ms", "round_ms", "{:.2f}"), ("host ms", "host_ms_per_step", "{:.2f}"),
-           ("discard", "discarded_rows", "{}"), ("lossless", "lossless", "{}"))
+           ("discard", "discarded_rows", "{}"), ("syncs", "implicit_syncs", "{}"),
+           ("lossless", "lossless", "{}"))
 
 
 def _args(argv):
@@ -121,7 +124,7 @@ def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[d
     context = max(len(r.prompt) + r.max_new_tokens for r in reqs)
     server = Server(target, proposer, cfg, context)
     server.warm_up(conc)
-    out = server.run(workload)
+    out, syncs = _counting_syncs(server, workload)
     s = out.stats
     row = {"concurrency": conc, "mode": mode, "requests": len(reqs),
            "throughput_tok_s": s["throughput_tok_s"], "tpot_ms": 1e3 * s["tpot_s"],
@@ -132,8 +135,28 @@ def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[d
                                          "launch_ms_per_step", "process_ms_per_step")},
            **{k: s[k] for k in ("decode_rounds", "prefill_steps", "discarded_rows",
                                 "fenced_plans", "output_tokens", "wall_s")},
-           "lossless": out.tokens == [streams[r.rid] for r in reqs]}
+           "implicit_syncs": syncs, "lossless": out.tokens == [streams[r.rid] for r in reqs]}
     return row, out.timeline
+
+
+def _counting_syncs(server, workload):
+    """server.run(workload) under torch's CUDA sync debug mode: returns its result and how
+    many implicit host-device syncs (an .item(), a copy to pageable memory...) it made; the
+    loop's own fences (event waits) are not counted."""
+    import warnings
+
+    import torch
+
+    if server.device.type != "cuda":
+        return server.run(workload), 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            out = server.run(workload)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return out, sum("synchroniz" in str(w.message) for w in caught)
 
 
 def _sweep(name, target, shadow, methods, prompts, max_new, args, result: dict) -> None:

@@ -232,3 +232,31 @@ def test_cuda_overlap_is_lossless(tiny_dir, drafter_dir, check, tmp_path):
             _assert_pool_empty(gpu)
     out.timeline.write(tmp_path / "trace.json")
     assert 0.0 <= out.stats["gpu_idle_fraction"] < 1.0
+
+
+@pytest.mark.gpu
+def test_cuda_loop_makes_no_implicit_sync(tiny_dir, drafter_dir):
+    """Under torch's sync debug mode no op of the loop syncs the host with the device
+    implicitly (.item(), a copy to pageable memory...): its only waits are its event fences,
+    so in overlap mode the host never waits inside a round."""
+    from reference.loaders import load_target
+    from reference.serve import Server
+
+    gpu = load_target(tiny_dir, device="cuda")
+    prompts = _prompts([5, 9, 3, 12, 1, 7], 48, seed=2)
+    max_new = [20, 12, 25, 4, 30, 9]
+    streams = _plain(gpu, prompts, max_new)
+    reqs = make_requests(prompts, max_new)
+    for kind, block in (("ar", 1), ("dflash", 4), ("oracle", 8)):
+        for mode in ("sync", "overlap"):
+            proposer = _proposer(kind, gpu, drafter_dir, block, streams)
+            server = Server(gpu, proposer, ServeConfig(mode=mode, max_running=4,
+                                                       prefill_budget=8), 64)
+            server.warm_up(4)
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                out = server.run(ClosedLoop(reqs, 4))
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            assert out.tokens == streams, (kind, mode)
+            assert out.stats["fenced_plans"] < out.stats["decode_rounds"]
