@@ -14,6 +14,7 @@ its draft with the target's own layers in `decode_gpu_s`.
   the block), the target LM head on its B-1 outputs, a target verify of B tokens per request,
   and the materialization of the verified rows into the draft KV pool. With B = 1 nothing is
   drafted and the round costs exactly a NoSpec round.
+- `ISD`, `LinearSpec` (simulator/selfspec.py): self-speculation, drafted by the target itself.
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ class DFlash(SpecMethod):
 
 
 METHODS: dict[str, type[SpecMethod]] = {"none": NoSpec, "ar_chain": ArChain, "dflash": DFlash}
+
+from simulator.selfspec import ISD, LinearSpec  # noqa: E402 (they subclass SpecMethod)
+
+METHODS.update(isd=ISD, linearspec=LinearSpec)
 
 
 def make_method(cfg: SimConfig) -> SpecMethod:

@@ -69,7 +69,7 @@ class HardwareParams:
 class SpecParams:
     """Speculative method, block size, drafter shape and acceptance model."""
 
-    method: str = param("dflash", choices=("none", "ar_chain", "dflash"))
+    method: str = param("dflash", choices=("none", "ar_chain", "dflash", "isd", "linearspec"))
     block_size: int = param(16, 1, 256, doc="B: tokens verified per request per round")
     draft_layers: int = param(5, 0, 1024, doc="drafter layers, each of the target's shape")
     target_features: int = param(5, 1, 1024, doc="DFlash: captured target layers fed to fc")
@@ -227,7 +227,7 @@ def _check_cross(cfg: SimConfig) -> None:
         )
     if s.method == "none" and s.block_size != 1:
         raise ConfigError(f"spec.block_size = {s.block_size} must be 1 when spec.method = none")
-    if s.method != "none" and s.block_size > 1 and s.draft_layers < 1:
+    if s.method in ("ar_chain", "dflash") and s.block_size > 1 and s.draft_layers < 1:
         raise ConfigError(f"spec.draft_layers = 0 is outside [1, 1024] for {s.method}")
     if cfg.engine.mode == "overlap" and cfg.engine.kv_reserve_blocks < 2:
         raise ConfigError(
