@@ -85,3 +85,6 @@ class LinearSpec(SpecMethod):
         rows = float(q.sum())
         forward = cost.target_forward_s(q, kv)
         return 2 * forward + cost.lm_head_s(rows - len(q)) + cost.lm_head_s(rows)
+
+
+SELF_SPEC: dict[str, type[SpecMethod]] = {"isd": ISD, "linearspec": LinearSpec}
