@@ -6,7 +6,8 @@ mode) the simulator (`simulator.run`, CPU) runs the same setup: the measured mod
 closed loop (concurrency, request count, prompt and output lengths, chunked-prefill budget),
 the engine mode (`sync`: KV reserved to committed + B; `overlap`: + 2B, host one round
 behind), the measured host time per step as the simulator's host overheads (plan + launch ->
-`host_plan_s`, process -> `host_process_s`, no per-request term), and acceptance from the
+`host_plan_s`, the decode rounds' launch when the run reports it; process ->
+`host_process_s`, no per-request term), and acceptance from the
 oracle's geometric survival curve (`constant` alpha = s_1; for a trained drafter, alpha
 solved from the run's measured tau). The GPU side comes from --hardware (conf/hardware/) and
 the cost model named by --cost-model (simulator/costs.py COST_MODELS: `roofline`, or
@@ -52,6 +53,13 @@ def hardware(name: str) -> dict:
     return cfg
 
 
+def host_plan_ms(row: dict) -> float:
+    """The host's plan + launch per step: with the decode launch alone when the row has it
+    (serve-bench after the per-kind split), since the simulator's host term is per round
+    and a prefill's (eager, host-bound) launch is not host time it can hide."""
+    return row["plan_ms_per_step"] + row.get("decode_launch_ms", row["launch_ms_per_step"])
+
+
 def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
                calibration: str | None = None) -> dict:
     """The simulator config of one measured run (a dict for `simulator.run`)."""
@@ -68,7 +76,7 @@ def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
                 "alpha": alpha, "temperature": 0.0}
     engine = {"mode": row["mode"], "kv_reserve_blocks": 2 if overlap else 1,
               "max_running_requests": conc, "chunked_prefill_size": setup["prefill_budget"],
-              "host_plan_s": (row["plan_ms_per_step"] + row["launch_ms_per_step"]) / 1e3,
+              "host_plan_s": host_plan_ms(row) / 1e3,
               "host_plan_per_req_s": 0.0, "host_process_s": row["process_ms_per_step"] / 1e3,
               "host_process_per_req_s": 0.0, "cost_model": cost_model}
     if calibration is not None:
@@ -82,16 +90,29 @@ def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
             "workload": workload, "seed": seed}
 
 
+def calibrations(spec: str | None) -> dict[str | None, str]:
+    """--calibration 'TABLE' (every setup) or 'SETUP=TABLE,...' (a bare TABLE among them is
+    the default): {setup or None: table}."""
+    out: dict[str | None, str] = {}
+    for item in filter(None, (spec or "").split(",")):
+        setup, _, table = item.rpartition("=")
+        out[setup or None] = table
+    return out
+
+
 def compare(doc: dict, hw: dict, cost_model: str, calibration: str | None = None
             ) -> list[dict]:
-    """One comparison row per measured run."""
+    """One comparison row per measured run (setups without a calibration table, under a
+    calibrated cost model, are skipped)."""
     import simulator
 
-    out = []
+    tables, out = calibrations(calibration), []
     for row in doc["rows"]:
         setup = doc["setups"][row["setup"]]
-        s = simulator.run(sim_config(setup, row, hw, cost_model,
-                                     calibration=calibration)).summary
+        table = tables.get(row["setup"], tables.get(None))
+        if cost_model == "calibrated" and calibration and table is None:
+            continue
+        s = simulator.run(sim_config(setup, row, hw, cost_model, calibration=table)).summary
         pred = s["throughput"]["output_tok_s"]
         out.append({
             "setup": row["setup"], "method": row["method"], "concurrency": row["concurrency"],
@@ -101,7 +122,7 @@ def compare(doc: dict, hw: dict, cost_model: str, calibration: str | None = None
             "measured_tpot_ms": row["tpot_ms"], "predicted_tpot_ms": 1e3 * s["tpot_s"]["mean"],
             "measured_idle": row["gpu_idle_fraction"],
             "predicted_idle": 1.0 - s["engine"]["gpu_busy_frac"],
-            "host_plan_ms": row["plan_ms_per_step"] + row["launch_ms_per_step"],
+            "host_plan_ms": host_plan_ms(row),
             "host_process_ms": row["process_ms_per_step"], "tau": row["tau"]})
     return out
 
@@ -183,7 +204,8 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--hardware", default="h200", help="conf/hardware/<name>.yaml")
     p.add_argument("--cost-model", default="roofline", choices=sorted(COST_MODELS))
     p.add_argument("--calibration", default=None,
-                   help="engine.calibration of a calibrated cost model (table name or path)")
+                   help="engine.calibration of a calibrated cost model: a table name or path "
+                        "for every setup, or SETUP=TABLE,... per setup")
     p.add_argument("--out", default=str(REPO / "experiments" / "spec_v2"))
     args = p.parse_args(argv)
     doc = json.loads(Path(args.measured).read_text())

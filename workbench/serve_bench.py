@@ -30,22 +30,15 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import random
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from workbench.serve_report import env, ratios, save, show
+
 T0 = time.perf_counter()
-COLUMNS = (("setup", "setup", "{}"), ("C", "concurrency", "{}"), ("method", "method", "{}"),
-           ("mode", "mode", "{}"), ("tok/s", "throughput_tok_s", "{:.1f}"),
-           ("TPOT ms", "tpot_ms", "{:.2f}"), ("p99 ms", "tpot_p99_ms", "{:.2f}"),
-           ("TTFT ms", "ttft_ms", "{:.1f}"), ("tau", "tau", "{:.2f}"),
-           ("idle", "gpu_idle_fraction", "{:.1%}"), ("round idle", "round_idle_fraction",
-                                                      "{:.1%}"),
-           ("round ms", "round_ms", "{:.2f}"), ("host ms", "host_ms_per_step", "{:.2f}"),
-           ("discard", "discarded_rows", "{}"), ("syncs", "implicit_syncs", "{}"),
-           ("lossless", "lossless", "{}"))
+
 
 
 def _args(argv):
@@ -132,7 +125,9 @@ def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[d
            **{k: s.get(k, 0.0) for k in ("gpu_idle_fraction", "round_idle_fraction",
                                          "round_ms", "gap_ms_per_step", "host_ms_per_step",
                                          "host_wait_ms_per_step", "plan_ms_per_step",
-                                         "launch_ms_per_step", "process_ms_per_step")},
+                                         "launch_ms_per_step", "process_ms_per_step",
+                                         "decode_launch_ms", "prefill_launch_ms", "prefill_ms",
+                                         "prefill_share")},
            **{k: s[k] for k in ("decode_rounds", "prefill_steps", "discarded_rows",
                                 "fenced_plans", "output_tokens", "wall_s")},
            "implicit_syncs": syncs, "lossless": out.tokens == [streams[r.rid] for r in reqs]}
@@ -192,7 +187,7 @@ def _sweep(name, target, shadow, methods, prompts, max_new, args, result: dict) 
                 if args.out:
                     timeline.write(Path(args.out) / "traces" /
                                    f"{name}_c{conc}_{method}_{mode}.json")
-                    _save(result, args.out)
+                    save(result, args.out)
 
 
 def _shapes(name, target, shadow, prompts, max_new, curve, args) -> dict:
@@ -249,7 +244,7 @@ def run(argv=None) -> dict:
     n = max(max(int(c) for c in args.concurrency.split(",")) * args.requests_per_client,
             args.min_requests)
     max_new = _lengths(args, n)
-    result = {"env": _env(torch, cuda), "args": vars(args), "setups": {}, "rows": []}
+    result = {"env": env(torch, cuda), "args": vars(args), "setups": {}, "rows": []}
     try:
         preset = args.target.removeprefix("random:")
         if args.target.startswith("random:"):
@@ -278,69 +273,20 @@ def run(argv=None) -> dict:
             prompts = _toy_prompts(toy, args, target.config.vocab_size, n)
             _sweep("toy", target, shadow, ["ar", "dflash"], prompts, max_new, args, result)
         _release(target)
-        result["ratios"] = _ratios(result["rows"])
+        result["ratios"] = ratios(result["rows"])
     finally:
         torch.set_num_threads(threads)
-    _print(result)
+    show(result)
     if args.out:
-        _save(result, args.out)
+        save(result, args.out)
     return result
 
-
-def _save(result: dict, out: str) -> None:
-    """serve_bench.json and serve_bench.md (rewritten after every run: a cut run keeps its
-    finished rows)."""
-    from workbench.results import write_json
-
-    result["ratios"] = _ratios(result["rows"])
-    write_json(Path(out) / "serve_bench.json", result)
-    (Path(out) / "serve_bench.md").write_text(_markdown(result))
 
 
 def main(argv=None) -> int:
     run(argv)
     return 0
 
-
-def _env(torch, cuda: bool) -> dict:
-    def version(name):
-        try:
-            return __import__(name).__version__
-        except ImportError:
-            return None
-
-    return {"gpu": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-            "triton": version("triton"), "transformers": version("transformers")}
-
-
-def _ratios(rows: list[dict]) -> list[dict]:
-    """Overlap over sync throughput per (setup, concurrency, method)."""
-    by = {(r["setup"], r["concurrency"], r["method"], r["mode"]): r for r in rows}
-    out = []
-    for (setup, conc, method, mode), r in by.items():
-        sync = by.get((setup, conc, method, "sync"))
-        if mode == "overlap" and sync is not None and sync["throughput_tok_s"] > 0:
-            out.append({"setup": setup, "concurrency": conc, "method": method,
-                        "overlap_over_sync": r["throughput_tok_s"] / sync["throughput_tok_s"]})
-    return out
-
-
-def _markdown(result: dict) -> str:
-    env = result["env"]
-    lines = [f"# serve-bench: {env['gpu']}, torch {env['torch']}, triton {env['triton']}", "",
-             "| " + " | ".join(h for h, _, _ in COLUMNS) + " |",
-             "|" + "|".join(" --- " for _ in COLUMNS) + "|"]
-    for r in result["rows"]:
-        lines.append("| " + " | ".join(f.format(r[k]) for _, k, f in COLUMNS) + " |")
-    lines += ["", "| setup | C | method | overlap / sync throughput |", "| --- | --- | --- | --- |"]
-    lines += [f"| {q['setup']} | {q['concurrency']} | {q['method']} | "
-              f"{q['overlap_over_sync']:.3f} |" for q in result["ratios"]]
-    return "\n".join(lines) + "\n"
-
-
-def _print(result: dict) -> None:
-    print(_markdown(result))
-    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -97,6 +97,22 @@ class Timeline:
             out[f"{phase}_ms_per_round"] = 1e3 * total / max(len(rounds), 1)
         for name in ("plan", "launch", "process"):
             out[f"{name}_ms_per_step"] = 1e3 * host.get(name, 0.0) / n
+        out.update(self._by_kind(spans, window))
+        return out
+
+    def _by_kind(self, spans: list[dict], window: float) -> dict:
+        """Host launch time per decode round and per prefill step (launch spans are in step
+        order), device time per prefill step, and prefill's share of the device window.
+        A prefill whose launch is as long as its device time is host-bound: the device
+        waits for kernels inside the step, which no gap between steps shows."""
+        launches = [t1 - t0 for name, t0, t1, _ in self.host if name == "launch"]
+        out = {}
+        for kind in ("decode", "prefill"):
+            mine = [(s, dt) for s, dt in zip(spans, launches) if s["kind"] == kind]
+            out[f"{kind}_launch_ms"] = 1e3 * sum(dt for _, dt in mine) / max(len(mine), 1)
+        pre = [s["end"] - s["start"] for s in spans if s["kind"] == "prefill"]
+        out["prefill_ms"] = 1e3 * sum(pre) / max(len(pre), 1)
+        out["prefill_share"] = sum(pre) / window if window > 0 else 0.0
         return out
 
     def chrome_trace(self) -> dict:

@@ -209,6 +209,12 @@ def test_timeline_is_a_chrome_trace_of_host_phases_and_device_steps(target, dfla
     assert sum(e["cat"] == "prefill" for e in steps) >= 2  # chunked: 8 tokens, budget 4
     assert {e["name"] for e in events if e["ph"] == "M"} == {"process_name", "thread_name"}
     assert 0.0 <= s["gpu_idle_fraction"] < 1.0 and s["host_ms_per_step"] > 0
+    # the launch split by step kind adds back up to the launch time per step
+    n = s["decode_rounds"] + s["prefill_steps"]
+    split = s["decode_launch_ms"] * s["decode_rounds"] + s["prefill_launch_ms"] * s[
+        "prefill_steps"]
+    assert split == pytest.approx(s["launch_ms_per_step"] * n, rel=1e-9)
+    assert s["prefill_ms"] > 0 and 0.0 < s["prefill_share"] <= 1.0
 
 
 @pytest.mark.gpu

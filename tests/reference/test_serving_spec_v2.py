@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("simpy")
 
-from experiments.spec_v2 import geometric_alpha, main, sim_config  # noqa: E402
+from experiments.spec_v2 import calibrations, geometric_alpha, main, sim_config  # noqa: E402
 
 QWEN3_8B = {"name": "qwen3-8b", "hidden_size": 4096, "num_layers": 36, "num_heads": 32,
             "num_kv_heads": 8, "head_dim": 128, "intermediate_size": 12288,
@@ -53,6 +53,18 @@ def test_sim_config_maps_the_measured_run():
     assert spec["spec"]["alpha"] == pytest.approx(0.85) and spec["engine"]["mode"] == "overlap"
     assert spec["engine"]["kv_reserve_blocks"] == 2
     assert spec["workload"]["concurrency"] == 4 and spec["workload"]["num_requests"] == 12
+    # with the per-kind split, the host term is the decode rounds' launch, not the average
+    # that the (host-bound, eager) prefill launches inflate
+    split = sim_config(setup, {**doc["rows"][0], "decode_launch_ms": 0.9}, {"name": "h200"},
+                       "roofline")
+    assert split["engine"]["host_plan_s"] == pytest.approx(1.1e-3)
+
+
+def test_calibration_per_setup():
+    assert calibrations(None) == {}
+    assert calibrations("h200/qwen3-8b") == {None: "h200/qwen3-8b"}
+    assert calibrations("qwen3-8b=h200/qwen3-8b,toy=h200/toy") == {
+        "qwen3-8b": "h200/qwen3-8b", "toy": "h200/toy"}
 
 
 def test_report_files(tmp_path):
