@@ -11,9 +11,16 @@ the method's sum is exactly the engine's round at grid points:
 - dflash: draft block(nb, B, kv) [draft layers, head on B-1 rows, argmax] + target(nb, B,
   kv) + lm_head(nb * B) + inject(nb * B) (DFlash in simulator/methods.py adds the heads and
   the injection of the real rows; the padding rows' share is added to the forwards here);
-- prefill: the measured `Engine.prefill` wall (n requests padded to the longest chunk);
+- prefill: the measured `Engine.prefill` wall (n requests padded to the longest chunk), less
+  the host time the simulator adds around every round (the wall already contains it: adding
+  it again counted the host twice in TTFT);
 - host: the time a round takes beyond its device time in `generate` (a + b * n, per method),
-  split evenly into planning and processing; the copy is inside it.
+  split evenly into planning and processing; the copy is inside it. A table whose own host
+  runs were skipped carries another model's fit (`host.<method>.source`, set at install).
+
+A piece with no measured point at all (a calibration run out of budget) is priced by the
+roofline model instead; a prefill by the roofline scaled to the largest measured target
+forward. `label` names every such piece.
 
 On other hardware (`hardware.name` other than the table's) each piece is scaled by the ratio
 of the two roofline estimates (datasheet bandwidth and compute, `conf/hardware/`) of that
@@ -50,6 +57,10 @@ class CalibratedCostModel:
                 f"{len(d['target_layer_ids'])} target features, but spec.draft_layers = "
                 f"{s.draft_layers} and spec.target_features = {s.target_features}")
         self.t = doc["built"]
+        self.roof = RooflineCostModel(dataclasses.replace(
+            cfg, hardware=HardwareParams(name=doc["hardware"]["name"])))
+        self.unmeasured = sorted(k for k, v in self.t.items() if not v.measured)
+        self.prefill_scale = self._anchor() if "prefill" in self.unmeasured else 1.0
         self.buckets = doc["engine"]["buckets"]
         host = doc.get("host", {}).get(method)
         e = cfg.engine
@@ -58,12 +69,35 @@ class CalibratedCostModel:
                       e.host_plan_per_req_s + e.host_process_per_req_s))
         self.source = doc["hardware"]["name"]
         self.label = f"calibrated {name}"
+        if self.unmeasured:
+            self.label += f" (roofline for unmeasured {', '.join(self.unmeasured)})"
         self.ratio = None
         if cfg.hardware.name != self.source:
             src = dataclasses.replace(cfg, hardware=HardwareParams(name=self.source))
             self.ratio = (RooflineCostModel(cfg), RooflineCostModel(src))
             self.label += (f", extrapolated to {cfg.hardware.name} from {self.source} "
                            "(datasheet bandwidth/compute ratios)")
+
+    def _anchor(self) -> float:
+        """Measured / roofline time of the largest measured target forward (prefill scale)."""
+        t = self.t["target"]
+        ok = np.argwhere(np.isfinite(t.raw))
+        if not len(ok):
+            return 1.0
+        i, j, k = max(ok.tolist(), key=lambda x: (x[0] * 1000 + x[1], -x[2]))
+        n, q, kv = (float(a[x]) for a, x in zip(t.axes, (i, j, k), strict=True))
+        roof = self.roof.target_forward_s(np.full(int(n), q), np.full(int(n), kv))
+        return float(t.raw[i, j, k] / roof)
+
+    def _head(self, rows: float) -> float:
+        if "lm_head" in self.unmeasured:
+            return self.roof.lm_head_s(rows)
+        return self.t["lm_head"](rows)
+
+    def _inject(self, tokens: float) -> float:
+        if "inject" in self.unmeasured:
+            return self.roof.kv_materialize_s(tokens)
+        return self.t["inject"](tokens)
 
     def _scaled(self, value, piece: str, *args):
         if self.ratio is None:
@@ -79,27 +113,31 @@ class CalibratedCostModel:
 
     def target_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> np.ndarray | float:
         n, nb, qv, kv = self._batch(q_lens, kv_lens)
-        t = self.t["target"](nb, qv, kv) + self.t["lm_head"](nb * qv) - self.t["lm_head"](n * qv)
+        t = self.t["target"](nb, qv, kv) + self._head(nb * qv) - self._head(n * qv)
         return self._scaled(t, "target_forward_s", q_lens, kv_lens)
 
     def draft_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray,
                         causal: bool = True) -> np.ndarray | float:
         n, nb, b, kv = self._batch(q_lens, kv_lens)
-        t = (self.t["draft"](nb, b, kv) - self.t["lm_head"](n * (b - 1))
-             + self.t["inject"](nb * b) - self.t["inject"](n * b))
+        t = (self.t["draft"](nb, b, kv) - self._head(n * (b - 1))
+             + self._inject(nb * b) - self._inject(n * b))
         return self._scaled(t, "draft_forward_s", q_lens, kv_lens, causal)
 
     def prefill_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> float:
         n = len(q_lens)
-        t = (self.t["prefill"](n, float(np.max(q_lens)), float(np.mean(kv_lens)))
-             - self.t["lm_head"](n))
-        return float(self._scaled(t, "prefill_forward_s", q_lens, kv_lens))
+        if "prefill" in self.unmeasured:
+            padded = np.full(n, float(np.max(q_lens)))
+            t = self.prefill_scale * self.roof.prefill_forward_s(padded, kv_lens)
+        else:  # a wall time: less the LM head and the host the simulator adds around it
+            t = (self.t["prefill"](n, float(np.max(q_lens)), float(np.mean(kv_lens)))
+                 - self._head(n) - self.host_plan_s(n) - self.host_process_s(n))
+        return float(self._scaled(max(t, 0.0), "prefill_forward_s", q_lens, kv_lens))
 
     def lm_head_s(self, n_rows: float) -> float:
-        return float(self._scaled(self.t["lm_head"](float(n_rows)), "lm_head_s", n_rows))
+        return float(self._scaled(self._head(float(n_rows)), "lm_head_s", n_rows))
 
     def kv_materialize_s(self, n_tokens: float) -> float:
-        t = self.t["inject"](float(n_tokens))
+        t = self._inject(float(n_tokens))
         return float(self._scaled(t, "kv_materialize_s", n_tokens))
 
     def host_plan_s(self, batch_size: int) -> float:

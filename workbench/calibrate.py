@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration import FORMAT, REPO_CONF, Table, heldout_report, round_gpu_s
+from simulator.calibration import FORMAT, REPO_CONF, build_tables, heldout_report, round_gpu_s
 
 ALL = ("toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
 FULL = dict(
@@ -165,7 +165,7 @@ def measure_model(name: str, g: dict, args) -> dict:
 def fit(doc: dict) -> dict:
     """Host time per round (a + b * requests, per method) from the graph-path generate runs,
     and the held-out report of every table and of the whole round; returns doc."""
-    built = {k: Table.from_json(k, v) for k, v in doc["tables"].items()}
+    built = build_tables(doc)
     buckets = doc["engine"]["buckets"]
     fit_n = set(doc["grid"]["host_n"])
     host, report = {}, {k: heldout_report(built[k], doc["heldout"].get(k, []))
@@ -175,12 +175,14 @@ def fit(doc: dict) -> dict:
         for r in runs:
             r["gpu_pred_s"] = round_gpu_s(built, buckets, method, r["n"], r["block"], r["kv"])
         train = [r for r in runs if r["n"] in fit_n]
+        if not train:  # host runs skipped: no fit (install may borrow another model's)
+            continue
         if len(train) >= 2:
             b, a = np.polyfit([r["n"] for r in train],
                               [r["wall_s"] - r["gpu_pred_s"] for r in train], 1)
         else:
-            a, b = (train[0]["wall_s"] - train[0]["gpu_pred_s"], 0.0) if train else (0.0, 0.0)
-        host[method] = {"a_s": max(float(a), 0.0), "b_s": float(b)}
+            a, b = train[0]["wall_s"] - train[0]["gpu_pred_s"], 0.0
+        host[method] = {"a_s": max(float(a), 0.0), "b_s": float(b), "points": len(train)}
         test = [r for r in runs if r["n"] not in fit_n]
         err = [abs(r["gpu_pred_s"] + host[method]["a_s"] + host[method]["b_s"] * r["n"]
                    - r["wall_s"]) / r["wall_s"] * 100 for r in test]
@@ -227,7 +229,23 @@ def print_report(doc: dict) -> None:
             print(f"  {op:<12} held-out {r['points']:>2} pts: median {r['median_pct']:.1f}% "
                   f"p90 {r['p90_pct']:.1f}% max {r['max_pct']:.1f}%")
     for method, h in doc["host"].items():
-        print(f"  host {method}: {1e6 * h['a_s']:.0f} us + {1e6 * h['b_s']:.1f} us/request")
+        print(f"  host {method}: {1e6 * h['a_s']:.0f} us + {1e6 * h['b_s']:.1f} us/request"
+              + (f" (borrowed from {h['source']})" if "source" in h else ""))
+
+
+def borrow(docs: list[dict]) -> None:
+    """Give a table whose host runs were all skipped the host fit of the table, among
+    `docs` (same GPU and engine), with the most host runs: the host time per round is the
+    engine's Python and launches (CUDA graphs: one replay per piece), not the model's math.
+    The borrowed fit is marked with its `source` model."""
+    for method in ("none", "dflash"):
+        donors = [d for d in docs if method in d["host"] and "source" not in d["host"][method]]
+        if not donors:
+            continue
+        donor = max(donors, key=lambda d: d["host"][method]["points"])
+        for d in docs:
+            if method not in d["host"]:
+                d["host"][method] = {**donor["host"][method], "source": donor["model"]["name"]}
 
 
 def install(files: list[str], hardware: str) -> int:
@@ -237,8 +255,9 @@ def install(files: list[str], hardware: str) -> int:
     from simulator.calibration import check_model
     from simulator.params import ModelParams
 
-    for f in files:
-        doc = fit(json.loads(Path(f).read_text()))
+    docs = [fit(json.loads(Path(f).read_text())) for f in files]
+    borrow(docs)
+    for f, doc in zip(files, docs, strict=True):
         name = doc["model"]["name"]
         spec = yaml.safe_load((REPO_CONF.parent / "model" / f"{name}.yaml").read_text())
         spec.pop("defaults", None)

@@ -22,10 +22,11 @@ import numpy as np
 
 from simulator.calibration import REPO_CONF, load_calibration
 from simulator.metrics import weighted_stats
+from workbench import validation_diag as diag
 
-METRICS = ("throughput", "tpot_mean", "tpot_p99", "ttft")
+METRICS = ("throughput", "tpot_mean", "tpot_p99", "ttft", "decode_tput")
 LABELS = {"throughput": "throughput tok/s", "tpot_mean": "mean TPOT ms",
-          "tpot_p99": "p99 TPOT ms", "ttft": "TTFT ms"}
+          "tpot_p99": "p99 TPOT ms", "ttft": "TTFT ms", "decode_tput": "decode tok/s"}
 TARGETS = {"throughput": 5.0, "tpot_mean": 5.0, "tpot_p99": 10.0}  # median |error| %, replay
 OUT_DIR = REPO_CONF.parent.parent / "experiments" / "validation"
 
@@ -39,7 +40,8 @@ def measured_metrics(run: dict) -> dict:
     tpot = np.where(tokens > 1, (finish - pre) / np.maximum(tokens - 1, 1), np.nan)
     st = weighted_stats(tpot)
     return {"throughput": tokens.sum() / finish.max(), "tpot_mean": st["mean"],
-            "tpot_p99": st["p99"], "ttft": pre}
+            "tpot_p99": st["p99"], "ttft": pre,
+            "decode_tput": (tokens.sum() - len(tokens)) / (finish.max() - pre)}
 
 
 def sim_config(model: dict, calib: str, setup: dict, c: int, method: str, block: int) -> dict:
@@ -62,8 +64,11 @@ def simulated_metrics(cfg: dict) -> dict:
     import simulator
 
     s = simulator.run(cfg).summary
+    tokens = s["throughput"]["output_tok_s"] * s["duration_s"]
+    n = s["requests"]["finished"]  # one prefill at t = 0: every first token at the mean TTFT
     return {"throughput": s["throughput"]["output_tok_s"], "tpot_mean": s["tpot_s"]["mean"],
-            "tpot_p99": s["tpot_s"]["p99"], "ttft": s["ttft_s"]["mean"]}
+            "tpot_p99": s["tpot_s"]["p99"], "ttft": s["ttft_s"]["mean"],
+            "decode_tput": (tokens - n) / (s["duration_s"] - s["ttft_s"]["mean"])}
 
 
 def _model_params(model: dict):
@@ -158,9 +163,9 @@ def write_plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(16, 4))
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(4 * len(METRICS), 4))
     for ax, m in zip(axes, METRICS, strict=True):
-        scale = 1.0 if m == "throughput" else 1e3
+        scale = 1.0 if m.endswith("put") else 1e3
         meas = np.array([r[f"{m}_meas"] for r in rows]) * scale
         for mode, mark in (("replay", "o"), ("sampled", "x")):
             ax.scatter(meas, np.array([r[f"{m}_{mode}"] for r in rows]) * scale, marker=mark,
@@ -174,19 +179,6 @@ def write_plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
-
-MECHANISMS = (
-    "Why, as far as the pieces tell: the tables price the device work of each piece in "
-    "isolation (a CUDA graph replayed back to back), while a round of `generate` also pays "
-    "eager launches (prepare_block, accept, the oracle's corruption), the host bookkeeping "
-    "and one sync; that remainder is one line a + b*n fitted on separate runs, so it is "
-    "least accurate where it is the largest share of a round (batch 1 and 4, and AR, whose "
-    "rounds are short). As speculative requests finish at different rounds the batch "
-    "shrinks through the graph buckets; the model pads to the same buckets, but a tail "
-    "round is priced by interpolation between grid points (n = 1, 4, 16, 64). TTFT is the "
-    "eager prefill measured on its own plus the fitted host time of a round, which counts "
-    "the host twice at small batch. Sampled acceptance adds the variance of its draws on top "
-    "(few requests per cell), and p99 TPOT with few requests is the slowest request.")
 
 
 def write_markdown(doc: dict, calib: dict, rows: list[dict], path: Path) -> None:
@@ -227,11 +219,17 @@ def write_markdown(doc: dict, calib: dict, rows: list[dict], path: Path) -> None
     for r in rows:
         cells = []
         for m in METRICS:
-            scale = 1.0 if m == "throughput" else 1e3
+            scale = 1.0 if m.endswith("put") else 1e3
             cells.append(f"{r[f'{m}_meas'] * scale:.1f} ({r[f'{m}_spread_pct']:.1f}%) "
                          f"{r[f'{m}_replay_err_pct']:+.1f}% / {r[f'{m}_sampled_err_pct']:+.1f}%")
         lines.append(f"| {r['concurrency']} | {_cell(r)} | " + " | ".join(cells) + " |")
-    lines += ["", "## Where the simulator is weakest", "", weakest(rows), "", MECHANISMS, "",
+    parts = diag.split(doc, calib, rows)
+    lines += ["", "## Where the error comes from", "", "Per cell, medians over rounds: the "
+              "engine's device time (CUDA events) and host time (wall - device) against the "
+              "tables and the host line; round error = (table + host line) vs wall.", "",
+              *diag.table(parts),
+              "", "## Where the simulator is weakest", "", weakest(rows), "",
+              diag.weakest(parts, calib), "",
               "## Reproduce", "", "```bash",
               f"python -m workbench validate run model={doc['model']} --out $OUT  # GPU",
               f"python -m workbench validate report $OUT/validation-{doc['model']}.json",

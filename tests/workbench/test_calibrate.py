@@ -64,7 +64,7 @@ def _synthetic_run(built, method, c, block, prompt, new, rng) -> dict:
         rounds.append([len(live), wall, 0.0, 0.0, 0.0, 0.0])
         for i in live:
             done[i] += traces[i][k]
-    pre = built["prefill"](c, prompt, 0) + host["a_s"] + host["b_s"] * c
+    pre = built["prefill"](c, prompt, 0)  # the table is Engine.prefill's wall: host inside
     if method == "dflash":
         pre += built["inject"](c * prompt)
     return {"prefill_s": pre, "tokens_per_request": [new] * c, "accept_lengths": traces,
