@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from reference.model import Target
+from reference.toy.dense_blocks import DENSE_VARIANTS, dense_block_hidden
 from reference.toy.draft_model import (
     TrainableDrafter,
     block_layout,
@@ -39,6 +40,7 @@ from reference.toy.objective import (
     block_loss,
     block_targets,
     build_target_layer_ids,
+    decayed_cross_entropy,
     default_gamma,
     position_weights,
     random_anchors,
@@ -93,11 +95,18 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
     else:
         anchors, valid = random_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors, gen)
     labels, w = block_targets(ids, loss_mask, anchors, valid, cfg.weights())
-    layout = block_layout(ids, anchors, valid, cfg.block_size, model.config.mask_token_id)
     if cfg.variant == "no_features":
         features = context_features(cfg.variant, target, ids, None)
     else:
         features = target_features(target, ids, lens, model.config.target_layer_ids)
+    mask_id = model.config.mask_token_id
+    if cfg.variant in DENSE_VARIANTS:  # w is 0 on invalid blocks and the anchor column
+        h = dense_block_hidden(model.drafter(target), target, features, ids, lens, anchors,
+                               cfg.block_size, mask_id, cfg.variant)
+        keep = w[:, :, 1:] > 0
+        return decayed_cross_entropy(target.logits(h[keep]), labels[:, :, 1:][keep],
+                                     w[:, :, 1:][keep])
+    layout = block_layout(ids, anchors, valid, cfg.block_size, mask_id)
     logits = block_logits(model.drafter(target), target, features, layout, ids, cfg.variant,
                           model.in_proj(target))
     return block_loss(logits, labels, w, layout.index)

@@ -4,9 +4,13 @@
 
 Sizes (one script): `micro` (a few CPU steps, for tests), `small` (~7M parameters, the one
 committed to the zoo) and `base` (~30M, trained on demand). bf16 autocast on the GPU, AdamW,
-linear warmup then cosine decay. The model is a `transformers.Qwen3ForCausalLM` saved with
+linear warmup then cosine decay, and early stopping: the train split (~9M tokens) is
+memorized within a few epochs (4000 steps of `small` reached train loss 0.13 at validation
+perplexity 81 on the H200), so validation loss is checked 20 times per run and the best
+weights are kept. The model is a `transformers.Qwen3ForCausalLM` saved with
 `save_pretrained`, so both transformers and `reference.load_target` read it. Writes
-`metrics.json` (validation loss and perplexity, tokens seen, wall time) next to the weights.
+`metrics.json` (validation loss and perplexity, the validation curve, tokens seen, wall
+time) next to the weights.
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ class TargetSize:
 
 SIZES = {
     "micro": TargetSize(64, 2, 2, 1, 32, 128, 64, 8, 30, 3e-3),
-    "small": TargetSize(256, 6, 4, 2, 64, 768, 512, 64, 4000, 2e-3),
-    "base": TargetSize(512, 8, 8, 4, 64, 1536, 512, 64, 5000, 1e-3),
+    "small": TargetSize(256, 6, 4, 2, 64, 768, 512, 64, 1200, 2e-3),
+    "base": TargetSize(512, 8, 8, 4, 64, 1536, 512, 64, 1500, 1e-3),
 }
 
 
@@ -128,6 +132,7 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
                             weight_decay=0.1, fused=device == "cuda")
     gen = torch.Generator().manual_seed(seed)
     losses, t0, step = [], time.time(), 0
+    best, val_curve = (math.inf, 0, None), []  # (val loss, step, weights) of the best check
     while (progress := max(step / steps, (time.time() - t0) / (60 * max_minutes)
                            if max_minutes else 0.0)) < 1.0:
         for group in opt.param_groups:
@@ -142,9 +147,16 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
         opt.step()
         losses.append(loss.detach())
         if step % max(1, steps // 20) == 0 or step == steps - 1:
-            print(f"step {step:5d}/{steps}  loss {float(losses[-1]):.3f}  "
+            check = evaluate(model, val, size.seq_len, size.batch, max_batches=4)
+            model.train()
+            val_curve.append({"step": step, "train": float(losses[-1]), "val": check})
+            if check < best[0]:
+                best = (check, step, {k: v.detach().clone() for k, v in
+                                      model.state_dict().items()})
+            print(f"step {step:5d}/{steps}  loss {float(losses[-1]):.3f}  val {check:.3f}  "
                   f"{time.time() - t0:6.1f}s", flush=True)
         step += 1
+    model.load_state_dict(best[2])  # early stopping: the small corpus is soon memorized
     model.eval()
     val_loss = evaluate(model, val, size.seq_len, size.batch, max_batches=50)
     metrics = {
@@ -152,6 +164,7 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
         "steps": step, "tokens_seen": step * size.batch * size.seq_len,
         "train_loss_first": float(losses[0]), "train_loss_last": float(losses[-1]),
         "val_loss": val_loss, "val_ppl": math.exp(val_loss), "wall_s": time.time() - t0,
+        "best_step": best[1], "val_curve": val_curve,
         "seed": seed, "mask_token_id": tok.token_to_id(MASK), "config": asdict(size),
     }
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
