@@ -52,12 +52,13 @@ def block_mask(anchors: torch.Tensor, lens: torch.Tensor, s: int, block_size: in
     return torch.cat([ctx, rows], dim=1)
 
 
-def _attend(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, ctx_kv, mask: torch.Tensor,
-            num_heads: int, eps: float) -> torch.Tensor:
+def dense_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, ctx_kv,
+                mask: torch.Tensor, num_heads: int, eps: float, return_kv: bool = False):
     """One pre-norm Qwen3 layer (reference/model.py `decoder_layer`) with dense attention.
 
     x (bs, T, H) queries; ctx_kv: (k, v) (bs, S, nkv, D) keys placed before x's own, or
-    None; mask (bs, T, S + T) or (bs, T, T) bool.
+    None; mask (bs, T, S + T) or (bs, T, T) bool. Returns the residual stream (bs, T, H),
+    and with return_kv also x's own (k, v) (bs, T, nkv, D), for later queries to attend.
     """
     bs, t, _ = x.shape
     d = w.q_norm.shape[0]
@@ -67,6 +68,7 @@ def _attend(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, ctx_kv, mas
     q = apply_rope(rms_norm(q.view(bs, t, num_heads, d), w.q_norm, eps), cos_sin)
     k = apply_rope(rms_norm(k.view(bs, t, nkv, d), w.k_norm, eps), cos_sin)
     v = v.view(bs, t, nkv, d)
+    own = (k, v)
     if ctx_kv is not None:
         k, v = torch.cat([ctx_kv[0], k], 1), torch.cat([ctx_kv[1], v], 1)
     group = num_heads // nkv
@@ -74,7 +76,8 @@ def _attend(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, ctx_kv, mas
     out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask[:, None])
     x = x + out.transpose(1, 2).reshape(bs, t, num_heads * d) @ w.wo.t()
     gate, up = (rms_norm(x, w.post_norm, eps) @ w.w_gate_up.t()).chunk(2, dim=-1)
-    return x + (F.silu(gate) * up) @ w.w_down.t()
+    x = x + (F.silu(gate) * up) @ w.w_down.t()
+    return (x, own) if return_kv else x
 
 
 def _injected_kv(drafter: Drafter, layer: int, ctx: torch.Tensor, cos_sin: torch.Tensor):
@@ -90,14 +93,16 @@ def _injected_kv(drafter: Drafter, layer: int, ctx: torch.Tensor, cos_sin: torch
 
 def dense_block_hidden(drafter: Drafter, target: Target, features: torch.Tensor,
                        ids: torch.Tensor, lens: torch.Tensor, anchors: torch.Tensor,
-                       block_size: int, mask_token_id: int, variant: str = "dflash"
-                       ) -> torch.Tensor:
+                       block_size: int, mask_token_id: int, variant: str = "dflash",
+                       all_columns: bool = False) -> torch.Tensor:
     """Final-normed draft states (bs, N, B-1, H) of every block (invalid ones too), whose
     LM head (`Target.logits`) gives the draft logits; select kept positions first, since
     the logits are the step's largest tensor.
 
     Column i scores block position i+1 (label x_{p+i+1}); for "ar" the block input is the
-    teacher-forced x_p..x_{p+B-1} under causal attention and column i is output i.
+    teacher-forced x_p..x_{p+B-1} under causal attention and column i is output i. With
+    all_columns every block slot is returned, (bs, N, B, H): DSpark's block of gamma = B
+    slots, whose slot k (anchor included) scores x_{p+k+1}.
     """
     if variant not in DENSE_VARIANTS:
         raise ValueError(f"dense training covers {DENSE_VARIANTS}, not {variant!r}")
@@ -122,11 +127,12 @@ def dense_block_hidden(drafter: Drafter, target: Target, features: torch.Tensor,
     ctx_cos_sin = drafter.cos_sin[ctx_pos]
     for i, w in enumerate(drafter.layers):
         kv = None if fusion else _injected_kv(drafter, i, ctx, ctx_cos_sin)
-        x = _attend(x, w, cos_sin, kv, mask, cfg.num_heads, cfg.rms_norm_eps)
+        x = dense_layer(x, w, cos_sin, kv, mask, cfg.num_heads, cfg.rms_norm_eps)
     if fusion:
         x = x[:, s:]
     x = x.view(bs, n, block_size, -1)
-    x = x[:, :, :-1] if variant == "ar" else x[:, :, 1:]
+    if not all_columns:
+        x = x[:, :, :-1] if variant == "ar" else x[:, :, 1:]
     return rms_norm(x, drafter.norm, cfg.rms_norm_eps)
 
 

@@ -4,7 +4,8 @@
         --data artifacts/toy/data/train.safetensors --out artifacts/toy/dspark-g15 --gamma 15
 
 The DFlash recipe (reference/toy/train_dflash.py: frozen shared embedding and head, captured
-target features, random anchors, blocks as engine requests) with DSpark's changes: the block
+target features, random anchors, every block of a sequence in one masked attention call:
+reference/toy/dense_blocks.py) with DSpark's changes: the block
 is gamma tokens `[x_p, MASK * (gamma-1)]` whose slot k scores x_{p+k+1} (the anchor slot is
 prediction position 1); logits get the Markov bias W2 W1[x_{p+k}] of the teacher-forced
 previous token; the loss is 0.1 CE + 0.9 TV + 1.0 confidence BCE, each position weighted
@@ -24,13 +25,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernels.kv_materialize.ref import kv_materialize_ref
-from reference.dflash import context_hidden
-from reference.dspark import HEAD_NAMES, confidence_logit, dspark_hidden, heads_from_state_dict
+from reference.dspark import HEAD_NAMES, confidence_logit, heads_from_state_dict
 from reference.dspark import markov_logits as _markov_logits
 from reference.loaders import random_dflash_state_dict
 from reference.model import ForwardBatch, Target
-from reference.toy.draft_model import TrainableDrafter, block_layout, drafter_config_dict
+from reference.toy.dense_blocks import dense_block_hidden
+from reference.toy.draft_model import TrainableDrafter, drafter_config_dict
 from reference.toy.gen_data import ToyDataset
 from reference.toy.objective import (
     block_targets,
@@ -103,15 +103,8 @@ def target_pass(
     cfg, dev = target.config, ids.device
     slots = 1 + torch.arange(bs * s, device=dev).view(bs, s)
     req_to_token = torch.cat([torch.zeros(1, s, dtype=torch.int64, device=dev), slots]).int()
-    pool = torch.zeros(
-        2,
-        cfg.num_layers,
-        bs * s + 1,
-        cfg.num_kv_heads,
-        cfg.head_dim,
-        dtype=target.dtype,
-        device=dev,
-    )
+    shape = (2, cfg.num_layers, bs * s + 1, cfg.num_kv_heads, cfg.head_dim)
+    pool = torch.zeros(shape, dtype=target.dtype, device=dev)
     positions = torch.arange(s, device=dev).expand(bs, s)
     batch = ForwardBatch(
         positions,
@@ -125,41 +118,76 @@ def target_pass(
     return aux, target.logits(hidden)
 
 
-def block_hidden(drafter, target: Target, features: torch.Tensor, layout) -> torch.Tensor:
-    """Backbone hidden (M, gamma, H) of every block: context K/V injected at every position
-    (kv_materialize_ref), then the inference `dspark_hidden` over each block's request row."""
-    cfg = drafter.config.model
-    bs, s, _ = features.shape
-    dev = features.device
-    num_slots = 1 + bs * s + layout.cache_loc.numel()
-    pool = [
-        torch.zeros(
-            cfg.num_layers,
-            num_slots,
-            cfg.num_kv_heads,
-            cfg.head_dim,
-            dtype=target.dtype,
-            device=dev,
-        )
-        for _ in range(2)
-    ]
-    context = context_hidden(drafter, features.reshape(bs * s, -1))
-    ctx_slots = 1 + torch.arange(bs * s, device=dev)
-    positions = torch.arange(s, device=dev).repeat(bs)
-    kv_materialize_ref(
-        context,
-        drafter.w_kv,
-        drafter.k_norm,
-        drafter.cos_sin,
-        positions,
-        ctx_slots,
-        pool[0],
-        pool[1],
-        eps=cfg.rms_norm_eps,
+def loss_terms(
+    target: Target,
+    heads,
+    h: torch.Tensor,
+    prev: torch.Tensor,
+    label: torch.Tensor,
+    wt: torch.Tensor,
+    p_t: torch.Tensor,
+    cfg: DSparkTrainConfig,
+) -> tuple[torch.Tensor, dict]:
+    """Paper eq. 12 over draft slots of any leading shape (...): states h (..., H), the
+    teacher-forced previous token prev and label (...) i64, weights wt (...), the target's
+    distribution p_t (..., V). Returns the loss and its parts (floats; acc over wt > 0)."""
+    log_q = _markov_logits(target.logits(h), heads, prev).log_softmax(-1)
+    ce = -log_q.gather(-1, label[..., None])[..., 0]
+    tv = (log_q.exp() - p_t).abs().sum(-1)
+    z = confidence_logit(h, heads, prev)
+    bce = F.binary_cross_entropy_with_logits(z, (1 - 0.5 * tv).detach(), reduction="none")
+    norm = wt.sum().clamp_min(1e-6)
+    parts = {k: (v * wt).sum() / norm for k, v in (("ce", ce), ("tv", tv), ("bce", bce))}
+    loss = cfg.ce_alpha * parts["ce"] + cfg.tv_alpha * parts["tv"] + cfg.conf_alpha * parts["bce"]
+    acc = (log_q.argmax(-1) == label)[wt > 0].float().mean()
+    return loss, {**{k: float(v.detach()) for k, v in parts.items()}, "acc": float(acc)}
+
+
+def dspark_loss(
+    model: TrainableDSpark,
+    target: Target,
+    ids: torch.Tensor,
+    loss_mask: torch.Tensor,
+    lens: torch.Tensor,
+    anchors: torch.Tensor,
+    valid: torch.Tensor,
+    cfg: DSparkTrainConfig,
+) -> tuple[torch.Tensor, dict]:
+    """The loss of blocks at anchors (bs, N) of sequences ids (bs, S), through the dense
+    forward (reference/toy/dense_blocks.py, every slot of the gamma-token block kept)."""
+    labels, w = block_targets(
+        ids, loss_mask, anchors, valid, position_weights(cfg.block_size, cfg.loss_decay)
     )
-    batch = ForwardBatch(layout.positions, layout.cache_loc, layout.req_rows, layout.kv_lens)
-    return dspark_hidden(
-        drafter, target, layout.block_ids, batch, layout.req_to_token, pool[0], pool[1]
+    features, t_logits = target_pass(target, ids, lens, model.config.target_layer_ids)
+    drafter = model.drafter(target)
+    h = dense_block_hidden(
+        drafter,
+        target,
+        features,
+        ids,
+        lens,
+        anchors,
+        cfg.gamma,
+        model.config.mask_token_id,
+        all_columns=True,
+    )  # (bs, N, gamma, H)
+    wt = w[:, :, 1:]  # slot k scores x_{p+k+1}; 0 on invalid blocks and outside the loss
+    keep = wt > 0
+    pos = (anchors[:, :, None] + torch.arange(cfg.gamma, device=ids.device)).clamp(
+        max=ids.shape[1] - 1
+    )  # (bs, N, gamma): p + k, whose token is the teacher-forced previous one
+    row = torch.arange(ids.shape[0], device=ids.device)[:, None, None].expand_as(pos)[keep]
+    pos = pos[keep]
+    p_t = t_logits[row, pos].float().softmax(-1)
+    return loss_terms(
+        target,
+        model.heads(target, drafter),
+        h[keep],
+        ids[row, pos],
+        labels[:, :, 1:][keep],
+        wt[keep],
+        p_t,
+        cfg,
     )
 
 
@@ -174,29 +202,7 @@ def step_loss(
     """Paper eq. 12 on one batch; returns the loss and its parts (floats)."""
     ids, loss_mask, lens = data.batch(indices, target.device)
     anchors, valid = random_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors, gen)
-    labels, w = block_targets(
-        ids, loss_mask, anchors, valid, position_weights(cfg.block_size, cfg.loss_decay)
-    )
-    layout = block_layout(ids, anchors, valid, cfg.gamma, model.config.mask_token_id)
-    features, t_logits = target_pass(target, ids, lens, model.config.target_layer_ids)
-    drafter = model.drafter(target)
-    heads = model.heads(target, drafter)
-    h = block_hidden(drafter, target, features, layout)  # (M, gamma, H)
-    seq, n = layout.index[:, 0], layout.index[:, 1]
-    prev = ids[seq[:, None], layout.positions]  # (M, gamma): x_{p+k}, teacher forced
-    label, wt = labels[seq, n, 1:], w[seq, n, 1:]  # slot k scores x_{p+k+1}
-    p_t = t_logits[seq[:, None], layout.positions].float().softmax(-1)  # (M, gamma, V)
-    log_q = _markov_logits(target.logits(h), heads, prev).log_softmax(-1)
-    ce = -log_q.gather(-1, label[..., None])[..., 0]
-    tv = (log_q.exp() - p_t).abs().sum(-1)
-    z = confidence_logit(h, heads, prev)
-    bce = F.binary_cross_entropy_with_logits(z, (1 - 0.5 * tv).detach(), reduction="none")
-    norm = wt.sum().clamp_min(1e-6)
-    parts = {k: (v * wt).sum() / norm for k, v in (("ce", ce), ("tv", tv), ("bce", bce))}
-    loss = cfg.ce_alpha * parts["ce"] + cfg.tv_alpha * parts["tv"] + cfg.conf_alpha * parts["bce"]
-    keep = wt > 0
-    acc = (log_q.argmax(-1) == label)[keep].float().mean()
-    return loss, {**{k: float(v.detach()) for k, v in parts.items()}, "acc": float(acc)}
+    return dspark_loss(model, target, ids, loss_mask, lens, anchors, valid, cfg)
 
 
 def train_dspark(
@@ -274,28 +280,18 @@ def main() -> None:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     d = DSparkTrainConfig()
-    for name in ("gamma", "markov_rank", "num_layers", "num_anchors", "batch", "steps"):
+    ints = ("gamma", "markov_rank", "num_layers", "num_anchors", "batch", "steps")
+    for name in ints:
         ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
     ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--max-minutes", type=float, default=None)
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
-    target = load_target(
-        args.target,
-        device="cuda" if cuda else "cpu",
-        dtype=torch.bfloat16 if cuda else torch.float32,
-    )
+    dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+    target = load_target(args.target, device=dev, dtype=dtype)
     tok = load_tokenizer(args.tokenizer or args.target / "tokenizer.json")
-    cfg = DSparkTrainConfig(
-        gamma=args.gamma,
-        markov_rank=args.markov_rank,
-        num_layers=args.num_layers,
-        num_anchors=args.num_anchors,
-        batch=args.batch,
-        steps=args.steps,
-        lr=args.lr,
-        max_minutes=args.max_minutes,
-    )
+    names = (*ints, "lr", "max_minutes")
+    cfg = DSparkTrainConfig(**{n: getattr(args, n) for n in names})
     metrics = train_dspark(target, load_dataset(args.data), args.out, cfg, tok.token_to_id(MASK))
     print(json.dumps({k: v for k, v in metrics.items() if k != "history"}))
 
