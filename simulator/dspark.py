@@ -14,6 +14,16 @@ gamma tokens per request (non-causal), the LM head over its gamma rows, gamma se
 Markov steps (gather + [R, r] x [r, V] + softmax/sample), the target verify of the ragged
 total sum(1 + l_r) padded up to a CUDA-graph token bucket, the LM head over the verified rows
 and the draft-KV materialisation of the verified rows. Markov steps use the roofline's peaks.
+
+In the simulator (`spec.method = dspark`, conf/spec/dspark.yaml; B = spec.block_size =
+gamma + 1) `schedule` gives each request of a decode stretch its verify length 1 + l_r under
+`spec.verify_policy` ("fixed" verifies all gamma drafts). The confidences are the calibrated
+per-position acceptance of each request's curve (the acceptance model's survival S:
+c_j = S_j / S_{j-1}; ECE 0 assumed), so they are constant over a stretch, whose rounds all
+verify the same lengths; a stretch stands for a scheduler step, so "production" reads the
+confidences of the batch `lag` stretches earlier. SPS is this batch's own table
+(`sps_table`, cached per batch size and 256-token context bucket). Commits are drawn from
+the same curve cut at 1 + l_r, so tau per request is 1 + sum_{j <= l_r} S_j.
 """
 
 from __future__ import annotations
@@ -136,10 +146,33 @@ class DSpark(SpecMethod):
 
     name = "dspark"
 
-    def __init__(self, gamma: int, markov_rank: int = 256, buckets: np.ndarray | None = None):
+    def __init__(self, gamma: int, markov_rank: int = 256, buckets: np.ndarray | None = None,
+                 policy: str = "fixed", threshold: float = 0.5):
         super().__init__(gamma + 1)
         self.gamma, self.rank = gamma, markov_rank
         self.buckets = token_buckets(gamma + 1) if buckets is None else buckets
+        self.policy, self.threshold = ("full" if policy == "fixed" else policy), threshold
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be fixed or one of {POLICIES}, got {policy!r}")
+        self._sps: dict[tuple[int, int], SPS] = {}
+        self._schedulers: dict[int, Scheduler] = {}  # one per replica (its acceptance model)
+
+    def schedule(self, cost, acceptance, slots: np.ndarray, kv: np.ndarray) -> np.ndarray:
+        """Verify lengths 1 + l_r (n,) of the slots' next stretch under the policy."""
+        n = len(slots)
+        if self.policy == "full":
+            return np.full(n, self.block_size, dtype=np.int64)
+        S = acceptance.S[slots]
+        c = S / np.concatenate([np.ones((n, 1)), S[:, :-1]], axis=1).clip(1e-300)
+        ctx = int(np.mean(kv)) // 256 * 256 + 128
+        if (n, ctx) not in self._sps:
+            self._sps[n, ctx] = self.sps_table(cost, n, np.full(n, ctx))
+        sched = self._schedulers.get(id(acceptance))
+        if sched is None:
+            sched = Scheduler(self.policy, self._sps[n, ctx], self.threshold)
+            self._schedulers[id(acceptance)] = sched
+        sched.sps = self._sps[n, ctx]
+        return 1 + sched(c)
 
     def markov_s(self, cost, n: int) -> float:
         """gamma sequential steps for n requests: W2 read once per step, fp32 logits."""
@@ -147,28 +180,29 @@ class DSpark(SpecMethod):
         nbytes = self.rank * cost.vocab * cost.dtype + n * cost.vocab * 8
         return self.gamma * (max(flops / cost.flops, nbytes / cost.bw) + cost.launch)
 
-    def draft_s(self, cost, n: int, kv: np.ndarray) -> float:
-        """Everything before the verify: backbone, its LM head, the Markov loop."""
+    def draft_s(self, cost, n: int, kv: np.ndarray) -> np.ndarray | float:
+        """Everything before the verify: backbone, its LM head, the Markov loop (kv (n,) or
+        (rounds, n): a float or (rounds,), as the cost model's forwards)."""
         q = np.full(n, self.gamma, dtype=np.int64)
         return (
-            float(cost.draft_forward_s(q, kv, causal=False))
+            cost.draft_forward_s(q, kv, causal=False)
             + cost.lm_head_s(n * self.gamma)
             + self.markov_s(cost, n)
         )
 
-    def verify_s(self, cost, q: np.ndarray, kv: np.ndarray) -> float:
+    def verify_s(self, cost, q: np.ndarray, kv: np.ndarray) -> np.ndarray | float:
         """Target verify of q (n,) tokens per request, padded to a bucket, + head + inject."""
         total = int(q.sum())
         padded = q.copy()
         padded[0] += int(pad_to_bucket(total, self.buckets)) - total
         rows = float(padded.sum())
         return (
-            float(cost.target_forward_s(padded, kv))
+            cost.target_forward_s(padded, kv)
             + cost.lm_head_s(rows)
             + cost.kv_materialize_s(float(total))
         )
 
-    def decode_gpu_s(self, cost, q: np.ndarray, kv: np.ndarray) -> float:
+    def decode_gpu_s(self, cost, q: np.ndarray, kv: np.ndarray) -> np.ndarray | float:
         return self.draft_s(cost, len(q), kv) + self.verify_s(cost, q, kv)
 
     def sps_table(self, cost, n: int, kv: np.ndarray) -> SPS:
@@ -181,5 +215,5 @@ class DSpark(SpecMethod):
         for t, base in zip(totals, per):
             q = np.full(n, base, dtype=np.int64)
             q[: t - base * n] += 1
-            rates.append(1.0 / (draft + self.verify_s(cost, q, kv)))
+            rates.append(1.0 / float(draft + self.verify_s(cost, q, kv)))
         return SPS(totals, rates)

@@ -15,6 +15,8 @@ its draft with the target's own layers in `decode_gpu_s`.
   and the materialization of the verified rows into the draft KV pool. With B = 1 nothing is
   drafted and the round costs exactly a NoSpec round.
 - `ISD`, `LinearSpec` (simulator/selfspec.py): self-speculation, drafted by the target itself.
+- `DSpark` (simulator/dspark.py): DFlash's backbone + a Markov head; per-request verify
+  lengths from its scheduler (`schedule`), the ragged verify padded to token buckets.
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ class SpecMethod:
     def verify_lens(self, n: int) -> np.ndarray:
         """Tokens verified per request this round (anchor included)."""
         return np.full(n, self.block_size, dtype=np.int64)
+
+    def schedule(self, cost: CostModel, acceptance: AcceptanceModel, slots: np.ndarray,
+                 kv: np.ndarray) -> np.ndarray:
+        """Verify lengths of a stretch's rounds for these slots (kv: their committed KV);
+        `verify_lens` unless the method schedules per request (DSpark)."""
+        return self.verify_lens(len(slots))
 
     def commit_lens(self, acceptance: AcceptanceModel, slots: np.ndarray, rounds: int,
                     q: np.ndarray) -> np.ndarray:
@@ -111,4 +119,10 @@ def make_method(cfg: SimConfig) -> SpecMethod:
         from simulator.selfspec import SELF_SPEC
 
         return SELF_SPEC[cfg.spec.method](cfg.spec.block_size)
+    if cfg.spec.method == "dspark":
+        from simulator.dspark import DSpark
+
+        s = cfg.spec
+        return DSpark(s.block_size - 1, s.markov_rank, policy=s.verify_policy,
+                      threshold=s.confidence_threshold)
     return METHODS[cfg.spec.method](cfg.spec.block_size)

@@ -69,7 +69,8 @@ class HardwareParams:
 class SpecParams:
     """Speculative method, block size, drafter shape and acceptance model."""
 
-    method: str = param("dflash", choices=("none", "ar_chain", "dflash", "isd", "linearspec"))
+    method: str = param("dflash", choices=("none", "ar_chain", "dflash", "isd", "linearspec",
+                                           "dspark"))
     block_size: int = param(16, 1, 256, doc="B: tokens verified per request per round")
     draft_layers: int = param(5, 0, 1024, doc="drafter layers, each of the target's shape")
     target_features: int = param(5, 1, 1024, doc="DFlash: captured target layers fed to fc")
@@ -81,6 +82,11 @@ class SpecParams:
     difficulty_sigma: float = param(0.5, 0.0, 10.0, doc="per-request logit shift std")
     temperature: float = param(0.0, choices=(0.0, 1.0))
     replay_path: str | None = param(None)
+    markov_rank: int = param(256, 1, 1 << 16, doc="dspark: rank r of the Markov head")
+    verify_policy: str = param("production", choices=("fixed", "lossless", "static",
+                                                      "production"),
+                               doc="dspark: per-request verify lengths (simulator/dspark.py)")
+    confidence_threshold: float = param(0.5, 0.0, 1.0, doc="dspark static policy: cut at c <")
 
 
 @dataclass
@@ -227,7 +233,12 @@ def _check_cross(cfg: SimConfig) -> None:
         )
     if s.method == "none" and s.block_size != 1:
         raise ConfigError(f"spec.block_size = {s.block_size} must be 1 when spec.method = none")
-    if s.method in ("ar_chain", "dflash") and s.block_size > 1 and s.draft_layers < 1:
+    if s.method == "dspark" and s.block_size < 2:
+        raise ConfigError("spec.block_size = 1 is outside [2, 256] for dspark (gamma + 1)")
+    if s.method == "dspark" and s.acceptance not in ("preset", "constant"):
+        raise ConfigError(f"spec.acceptance = {s.acceptance} must be preset or constant for "
+                          "dspark (its scheduler reads the per-position curve)")
+    if s.method in ("ar_chain", "dflash", "dspark") and s.block_size > 1 and s.draft_layers < 1:
         raise ConfigError(f"spec.draft_layers = 0 is outside [1, 1024] for {s.method}")
     if cfg.engine.mode == "overlap" and cfg.engine.kv_reserve_blocks < 2:
         raise ConfigError(

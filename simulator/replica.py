@@ -228,7 +228,7 @@ class Replica(RoundsMixin):
         rows = self._retract_if_needed(st.decode_rows())
         if not rows.size:
             return None
-        q = self.method.verify_lens(len(rows))
+        q = self.method.schedule(self.cost, self.acceptance, rows, st.seq[rows])
         gen, out = st.gen[rows], st.out[rows]
         c_raw = self.method.commit_lens(self.acceptance, rows,
                                         self._stretch_rounds(rows, out - gen), q)
