@@ -18,6 +18,7 @@ import torch
 from reference.dflash import DFlashProposer, Drafter, context_hidden
 from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
+from reference.toy.dense_blocks import dense_layer
 from reference.toy.variants import draft_stack
 
 
@@ -142,3 +143,49 @@ class EagleProposer(DFlashProposer):
         self.graphs.run(("eagle-commit", id(self)), self._commit, self._candidates, aux,
                         rnd.positions, rnd.cache_loc, rnd.req_rows, rnd.prefix_lens,
                         commit_lens)
+
+
+def dense_eagle_hidden(drafter: Drafter, in_proj: torch.Tensor, target: Target,
+                       ids: torch.Tensor, features: torch.Tensor, anchors: torch.Tensor,
+                       block_size: int) -> torch.Tensor:
+    """`eagle_block_logits`' chain for every block at once: final-normed states (bs, N, B-1,
+    H) (invalid blocks too), dense per sequence as reference/toy/dense_blocks.py does.
+
+    ids: (bs, S); features: (bs, S, K*H); anchors: (bs, N). The context runs through the
+    layers causally; chain step j of block n (position p_n + j, input token x_{p_n + j})
+    sees the context before p_n and its own steps 0..j.
+    """
+    cfg = drafter.config.model
+    eps = cfg.rms_norm_eps
+    bs, s = ids.shape
+    n = anchors.shape[1]
+    dev = ids.device
+    g_prev = shifted_context(drafter, features)
+    w_ctx = torch.arange(s, device=dev)
+    x = eagle_inputs(drafter, in_proj, target, ids, g_prev)
+    causal = (w_ctx[None, :] <= w_ctx[:, None]).expand(bs, s, s)
+    ctx_cos_sin = drafter.cos_sin[w_ctx.expand(bs, s)]
+    kv = []  # per layer: [context (k, v), then each chain step's (k, v)], (bs, *, nkv, D)
+    for w in drafter.layers:
+        x, own = dense_layer(x, w, ctx_cos_sin, None, causal, cfg.num_heads, eps,
+                             return_kv=True)
+        kv.append([own])
+    rows = torch.arange(bs, device=dev)[:, None]
+    feature = g_prev[rows, anchors]  # (bs, N, H): g_{p-1}
+    blocks = torch.arange(n, device=dev)
+    to_ctx = w_ctx[None, None, :] < anchors[:, :, None]  # (bs, N, S)
+    out = []
+    for j in range(block_size - 1):
+        pos = anchors + j
+        x = eagle_inputs(drafter, in_proj, target, ids[rows, pos.clamp(max=s - 1)], feature)
+        own_block = (torch.arange(n * (j + 1), device=dev) % n)[None, :] == blocks[:, None]
+        mask = torch.cat([to_ctx, own_block.expand(bs, n, -1)], dim=2)
+        cos_sin = drafter.cos_sin[pos]
+        for i, w in enumerate(drafter.layers):
+            keys = tuple(torch.cat([step[c] for step in kv[i]], dim=1) for c in (0, 1))
+            x, own = dense_layer(x, w, cos_sin, keys, mask, cfg.num_heads, eps,
+                                 return_kv=True)
+            kv[i].append(own)
+        feature = rms_norm(x, drafter.hidden_norm, eps)
+        out.append(rms_norm(x, drafter.norm, eps))
+    return torch.stack(out, dim=2)

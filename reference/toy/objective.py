@@ -144,16 +144,17 @@ def decayed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, weights: t
     return loss, acc
 
 
-def block_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor,
-               index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Loss of draft logits against same-position labels, anchor column excluded.
+def block_loss(states: torch.Tensor, head, labels: torch.Tensor, weights: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Loss of the draft against same-position labels, anchor column excluded.
 
     Args:
-        logits: (M, B-1, V), column i = block position i+1 (`draft_forward`'s output).
+        states: (bs, N, B-1, X) draft outputs, column i = block position i+1 (label
+            x_{p+i+1}); head maps the kept rows (M, X) to logits (M, V) (the target's LM
+            head; only positions of positive weight pass through it).
         labels, weights: (bs, N, B) from `block_targets`.
-        index: (M, 2) (sequence, anchor index) of each block row of logits.
     Returns: `decayed_cross_entropy` over the positions of positive weight.
     """
-    labels, weights = (t[index[:, 0], index[:, 1], 1:] for t in (labels, weights))
-    keep = weights > 0
-    return decayed_cross_entropy(logits[keep], labels[keep], weights[keep])
+    keep = weights[:, :, 1:] > 0
+    return decayed_cross_entropy(head(states[keep]), labels[:, :, 1:][keep],
+                                 weights[:, :, 1:][keep])

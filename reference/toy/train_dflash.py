@@ -4,12 +4,15 @@
         --data artifacts/toy/data/train.safetensors --out artifacts/toy/dflash-b16 --block 16
 
 Frozen shared embedding and head (the target's); K target features captured online under
-no_grad; random anchors inside the loss mask; blocks as engine requests that see the context
-strictly before their anchor (reference/toy/draft_model.py); same-position labels and the
-loss on block positions 1..B-1 weighted exp(-(k-1)/gamma) (reference/toy/objective.py);
-AdamW 6e-4, warmup 4% then cosine, clip 1.0; fp32 master weights, cast to the target's dtype
-(bf16 on the GPU) in the forward. No autocast: it would also lower the fp32 norm, RoPE and
-attention math of the inference code the forward runs, and training would drift from it.
+no_grad; random anchors inside the loss mask; every block sees the context strictly before
+its anchor and itself, all blocks of a sequence in one masked attention call
+(reference/toy/dense_blocks.py; the EAGLE chain: reference/toy/eagle.py), which the tests
+check against the engine's own paged draft forward (reference/toy/draft_model.py
+`block_logits`, the oracle: a block per request, as the engine drafts); same-position
+labels and the loss on block positions 1..B-1 weighted exp(-(k-1)/gamma)
+(reference/toy/objective.py); AdamW 6e-4, warmup 4% then cosine, clip 1.0; fp32 master
+weights, cast to the target's dtype (bf16 on the GPU) in the forward. No autocast: it would
+also lower the fp32 norm and RoPE math the inference code runs, and training would drift.
 Ablation flags: --block, --gamma / --no-decay, --uniform (back-to-back blocks instead of
 random anchors), --layers, --features, --variant no_features / fusion / ar (tables 9-10)
 or eagle (the autoregressive baseline, with --layers 1).
@@ -27,20 +30,18 @@ from pathlib import Path
 import torch
 
 from reference.model import Target
-from reference.toy.dense_blocks import DENSE_VARIANTS, dense_block_hidden
+from reference.toy.dense_blocks import dense_block_hidden
 from reference.toy.draft_model import (
     TrainableDrafter,
-    block_layout,
-    block_logits,
     drafter_config_dict,
     target_features,
 )
+from reference.toy.eagle import dense_eagle_hidden
 from reference.toy.gen_data import ToyDataset
 from reference.toy.objective import (
     block_loss,
     block_targets,
     build_target_layer_ids,
-    decayed_cross_entropy,
     default_gamma,
     position_weights,
     random_anchors,
@@ -99,17 +100,14 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
         features = context_features(cfg.variant, target, ids, None)
     else:
         features = target_features(target, ids, lens, model.config.target_layer_ids)
-    mask_id = model.config.mask_token_id
-    if cfg.variant in DENSE_VARIANTS:  # w is 0 on invalid blocks and the anchor column
-        h = dense_block_hidden(model.drafter(target), target, features, ids, lens, anchors,
-                               cfg.block_size, mask_id, cfg.variant)
-        keep = w[:, :, 1:] > 0
-        return decayed_cross_entropy(target.logits(h[keep]), labels[:, :, 1:][keep],
-                                     w[:, :, 1:][keep])
-    layout = block_layout(ids, anchors, valid, cfg.block_size, mask_id)
-    logits = block_logits(model.drafter(target), target, features, layout, ids, cfg.variant,
-                          model.in_proj(target))
-    return block_loss(logits, labels, w, layout.index)
+    drafter = model.drafter(target)
+    if cfg.variant == "eagle":
+        h = dense_eagle_hidden(drafter, model.in_proj(target), target, ids, features, anchors,
+                               cfg.block_size)
+    else:
+        h = dense_block_hidden(drafter, target, features, ids, lens, anchors, cfg.block_size,
+                               model.config.mask_token_id, cfg.variant)
+    return block_loss(h, target.logits, labels, w)  # w is 0 on invalid blocks
 
 
 def _progress(step: int, elapsed_s: float, cfg: DFlashTrainConfig) -> float:

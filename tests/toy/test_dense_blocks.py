@@ -23,6 +23,7 @@ from reference.toy.draft_model import (
     drafter_config_dict,
     target_features,
 )
+from reference.toy.eagle import dense_eagle_hidden
 from reference.toy.objective import random_anchors
 from reference.toy.variants import context_features
 from tests.reference.conftest import write_target
@@ -39,7 +40,8 @@ def target(tmp_path_factory):
 
 def _model(target, variant):
     layer_ids = [0] if variant == "no_features" else [0, 2]
-    raw = drafter_config_dict(target.config, num_layers=2, block_size=BLOCK,
+    raw = drafter_config_dict(target.config, num_layers=1 if variant == "eagle" else 2,
+                              block_size=BLOCK,
                               mask_token_id=MASK_ID, target_layer_ids=layer_ids,
                               variant=variant)
     m = TrainableDrafter(raw, target, seed=5)
@@ -50,7 +52,7 @@ def _model(target, variant):
     return m
 
 
-@pytest.mark.parametrize("variant", ["dflash", "no_features", "ar", "fusion"])
+@pytest.mark.parametrize("variant", ["dflash", "no_features", "ar", "fusion", "eagle"])
 def test_dense_logits_equal_the_paged_training_forward(target, variant):
     model = _model(target, variant)
     ids, lens, anchors, valid = _batch(3)
@@ -61,9 +63,14 @@ def test_dense_logits_equal_the_paged_training_forward(target, variant):
     drafter = model.drafter(target)
     with torch.no_grad():
         paged = block_logits(drafter, target, feats,
-                             block_layout(ids, anchors, valid, BLOCK, MASK_ID), ids, variant)
-        dense = dense_block_logits(drafter, target, feats, ids, lens, anchors, BLOCK,
-                                   MASK_ID, variant)
+                             block_layout(ids, anchors, valid, BLOCK, MASK_ID), ids, variant,
+                             model.in_proj(target))
+        if variant == "eagle":
+            dense = target.logits(dense_eagle_hidden(drafter, model.in_proj(target), target,
+                                                     ids, feats, anchors, BLOCK))
+        else:
+            dense = dense_block_logits(drafter, target, feats, ids, lens, anchors, BLOCK,
+                                       MASK_ID, variant)
     assert dense.shape == (*anchors.shape, BLOCK - 1, target.config.vocab_size)
     assert_close(dense[valid], paged, kind="reduction", name=variant)
 

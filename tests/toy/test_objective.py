@@ -89,15 +89,14 @@ def test_trap_block_loss_scores_column_i_against_position_i_plus_1():
     vocab, block = 1200, 4
     anchors, valid = torch.tensor([[2, 6]]), torch.tensor([[True, True]])
     labels, w = block_targets(ids, loss_mask, anchors, valid, position_weights(block, None))
-    index = torch.tensor([[0, 0], [0, 1]])
 
-    def one_hot(shift):
+    def one_hot(shift):  # (1, N, B-1, V) logits
         pos = anchors[0][:, None] + torch.arange(1, block) + shift  # column i -> p + i + 1
-        return 30.0 * torch.nn.functional.one_hot(ids[0, pos], vocab).float()
+        return 30.0 * torch.nn.functional.one_hot(ids[0, pos], vocab).float()[None]
 
-    loss, acc = block_loss(one_hot(0), labels, w, index)
+    loss, acc = block_loss(one_hot(0), lambda x: x, labels, w)
     assert acc == 1 and loss < 1e-6
-    _, acc_shifted = block_loss(one_hot(1), labels, w, index)  # the x_{p+k+1} bug
+    _, acc_shifted = block_loss(one_hot(1), lambda x: x, labels, w)  # the x_{p+k+1} bug
     assert acc_shifted == 0
 
 
@@ -109,7 +108,8 @@ def test_masked_positions_and_invalid_blocks_carry_no_loss():
     # position 7 is outside the loss mask
     assert w[0, 0].tolist() == pytest.approx([0.0, 1.0, math.exp(-0.5), 0.0])
     assert (w[0, 1] == 0).all()  # the invalid block
-    logits = torch.zeros(1, 3, 1200, requires_grad=True)
-    loss, _ = block_loss(logits, labels, w, torch.tensor([[0, 0]]))
+    logits = torch.zeros(1, 2, 3, 1200, requires_grad=True)
+    loss, _ = block_loss(logits, lambda x: x, labels, w)
     loss.backward()
-    assert logits.grad[0, 2].abs().sum() == 0 and logits.grad[0, :2].abs().sum() > 0
+    assert logits.grad[0, 0, 2].abs().sum() == 0 and logits.grad[0, 0, :2].abs().sum() > 0
+    assert logits.grad[0, 1].abs().sum() == 0  # the invalid block
