@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The H200 runbook: every GPU measurement of the workbench in four parts, each one `device run`
+# of under 10 minutes, run back to back on one warm machine (artifacts/ persists between them).
+#
+#   bash benchmarks/h200_suite.sh PART OUT [micro]
+#
+# PART: toy    the toy world (recipe with parallel drafters, zoo export) + acceptance (~7 min)
+#       train  ablations, DSpark study and self-spec fine-tune at once, then the acceptance
+#              studies (ablations, block size, latency) (~7 min; needs toy)
+#       timing calibration of every model, validation runs, engine bench (~9 min)
+#       serve  serve-bench: Qwen3-8B shapes and the toy pair, sync vs overlap (~4 min; needs toy)
+# OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
+# (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
+# the runbook itself on a machine without a GPU.
+set -u
+part=$1
+out=$2
+micro=${3:-}
+A=artifacts/toy
+R=$out/r
+mkdir -p "$R"
+export PYTHONUNBUFFERED=1
+
+if [ -n "$micro" ]; then
+  RECIPE=(--micro)
+  ABL=(--micro --budget-minutes 2)
+  DSPARK=(--max-minutes 0.05 --dflash-minutes 0.05 --prompts 2 --max-new 12)
+  SELFSPEC=(--minutes 0.05 --batch 4 --seq-len 48 --eval-prompts 2 --eval-max-new 12
+            --prompt-len 8 24 --max-files 40)
+  ACC=(num_prompts=2 max_new_tokens=12 max_files=40 "prompt_len=[8,24]")
+  CAL=(model=toy --quick --device cpu)
+  VAL=(model=toy --device cpu --concurrency 1,2 --blocks 4 --repeats 1 --prompt 16
+       --new-tokens 8)
+  BENCH=()
+  SERVE=(--target random:tiny --device cpu --concurrency 1,2 --max-new-tokens 8
+         --prompt-len 16)
+else
+  RECIPE=(--size small)
+  ABL=(--budget-minutes 4.4)
+  DSPARK=(--max-minutes 3 --dflash-minutes 2)
+  SELFSPEC=(--minutes 3)
+  ACC=()
+  CAL=(model=all --budget-s 70)
+  VAL=(model=qwen3-8b --new-tokens 96)
+  BENCH=(--ablate)
+  SERVE=()
+fi
+
+run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name: $*"
+  timeout "$limit" "$@" >"$R/$name.log" 2>&1
+  echo "== $name rc $? ($(tail -n 1 "$R/$name.log" | cut -c1-160))"
+}
+
+case $part in
+  toy)
+    run recipe 420 python -m reference.toy.recipe --out $A --parallel --zoo "$R/zoo" "${RECIPE[@]}"
+    run acceptance 120 python -m experiments.acceptance artifacts=$A "hydra.run.dir=$R/acc" \
+      "${ACC[@]}"
+    ;;
+  train)
+    run ablations 300 python -m reference.toy.ablations --out $A --parallel "${ABL[@]}" &
+    run dspark 330 python -m reference.toy.dspark_study --artifacts $A --out "$R/dspark" \
+      "${DSPARK[@]}" &
+    run selfspec 300 python -m reference.toy.train_selfspec --recipe $A --out "$R/selfspec" \
+      "${SELFSPEC[@]}" &
+    wait
+    rm -f "$R"/selfspec/model/*.safetensors "$R"/dspark/*/model.safetensors
+    for study in ablations block_size latency; do
+      run "acc_$study" 90 python -m experiments.acceptance artifacts=$A study=$study \
+        "hydra.run.dir=$R/acc_$study" "${ACC[@]}"
+    done
+    ;;
+  timing)
+    run calibrate 330 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
+      "${CAL[@]}"
+    run validate 150 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
+    if [ -z "$micro" ]; then
+      run bench 100 python -m reference.bench --out "$R/engine_bench.json" "${BENCH[@]}"
+    fi
+    ;;
+  serve)
+    toy=()
+    [ -f $A/dflash-b16/config.json ] && toy=(--toy $A)
+    run serve 240 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE[@]}"
+    ;;
+  *)
+    echo "unknown part $part (toy, train, timing, serve)" >&2
+    exit 2
+    ;;
+esac
+(cd "$out" && tar czf - r | split -b 15m - "$part.tgz." && rm -rf r)
+ls -la "$out"
