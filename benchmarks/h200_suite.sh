@@ -8,7 +8,8 @@
 #       train  ablations, DSpark study and self-spec fine-tune at once, then the acceptance
 #              studies (ablations, block size, latency) (~7 min; needs toy)
 #       timing calibration of every model, validation runs, engine bench (~9 min)
-#       serve  serve-bench: Qwen3-8B shapes and the toy pair, sync vs overlap (~4 min; needs toy)
+#       serve  serve-bench: Qwen3-8B shapes and the toy pair, sync vs overlap, then c = 1 and 32
+#              again with compiled prefill (~6 min; needs toy)
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -85,6 +86,8 @@ case $part in
     toy=()
     [ -f $A/dflash-b16/config.json ] && toy=(--toy $A)
     run serve 240 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE[@]}"
+    WORKBENCH_COMPILED_PREFILL=1 run serve_compiled_prefill 120 python -m workbench \
+      serve-bench --out "$R/serve_compiled_prefill" --concurrency 1,32 "${SERVE[@]}"
     ;;
   *)
     echo "unknown part $part (toy, train, timing, serve)" >&2
