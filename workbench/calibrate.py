@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.calibration import FORMAT, REPO_CONF, build_tables, heldout_report, round_gpu_s
+from workbench.results import git_sha, version
 
 ALL = ("toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
 FULL = dict(
@@ -151,8 +152,8 @@ def measure_model(name: str, g: dict, args) -> dict:
         "engine": {"cuda_graphs": True, "compile": not args.no_compile,
                    "buckets": list(BUCKETS), "reps": g["reps"]},
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "triton": _version("triton"), "cuda": torch.version.cuda},
-        "git_sha": _git_sha(), "date": datetime.datetime.now(datetime.timezone.utc)
+                     "triton": version("triton"), "cuda": torch.version.cuda},
+        "git_sha": git_sha(), "date": datetime.datetime.now(datetime.timezone.utc)
         .isoformat(timespec="seconds"), "quick": args.quick,
         "grid": {k: v for k, v in g.items()}, "tables": tables, "heldout": held,
         "host_runs": host, "kernels": kernels, "skipped": bench.skipped,
@@ -206,19 +207,6 @@ def _device_info(torch, device: str) -> dict:
     return {"gpu": torch.cuda.get_device_name(), "driver": out or None}
 
 
-def _version(name: str) -> str | None:
-    try:
-        return __import__(name).__version__
-    except ImportError:
-        return None
-
-
-def _git_sha() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def print_report(doc: dict) -> None:

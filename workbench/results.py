@@ -33,17 +33,25 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+def git_sha() -> str | None:
+    """HEAD of the repository, or None outside a git checkout."""
+    return _git("rev-parse", "HEAD")
+
+
+def version(pkg: str) -> str | None:
+    """Installed version of distribution `pkg`, or None."""
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def stamp() -> dict[str, Any]:
     """Provenance of a result: code version, library versions, time, command."""
-    versions = {"python": platform.python_version()}
-    for pkg in PACKAGES:
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
+    versions = {"python": platform.python_version(), **{pkg: version(pkg) for pkg in PACKAGES}}
     status = _git("status", "--porcelain")
     return {
-        "git_sha": _git("rev-parse", "HEAD"),
+        "git_sha": git_sha(),
         "git_dirty": bool(status) if status is not None else None,
         "versions": versions,
         "utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from workbench.results import git_sha, version
+
 
 def run_cell(target, prompts, proposer, new_tokens: int) -> tuple[dict, list]:
     """One generate run: (per-request commits and token counts, per-round times; tokens)."""
@@ -84,9 +86,9 @@ def measure(args) -> dict:
         print(f"c={c}: {time.perf_counter() - t0:.1f} s", flush=True)
     return {"model": args.model, "device": _device(torch, cuda),
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                         "triton": _version("triton")},
+                         "triton": version("triton")},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "git_sha": _git_sha(), "compile": not args.no_compile,
+            "git_sha": git_sha(), "compile": not args.no_compile,
             "setup": {"prompt_tokens": args.prompt, "new_tokens": args.new_tokens,
                       "alpha": args.alpha, "blocks": args.blocks,
                       "concurrency": args.concurrency, "repeats": args.repeats,
@@ -98,21 +100,6 @@ def _device(torch, cuda: bool) -> str:
     return torch.cuda.get_device_name() if cuda else "cpu"
 
 
-def _version(name: str) -> str | None:
-    try:
-        return __import__(name).__version__
-    except ImportError:
-        return None
-
-
-def _git_sha() -> str | None:
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def _ints(text: str) -> list[int]:
