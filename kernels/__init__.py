@@ -1,8 +1,8 @@
 """Triton kernels of the DFlash hot path, each next to its pure-PyTorch oracle.
 
 Ops (signatures in shared/design/ARCHITECTURE.md, "Public contracts"): `prepare_block`,
-`accept_bonus`, `kv_materialize`, plus the engine's `paged_attention`, and their oracles
-`*_ref`. The oracles need only torch.
+`accept_bonus`, `kv_materialize`, plus the engine's `paged_attention` and
+`qk_norm_rope_write`, and their oracles `*_ref`. The oracles need only torch.
 Triton is imported on the first call of a kernel, never by `import kernels`, so that a CPU
 process can still set TRITON_INTERPRET=1 before it is imported (`python -m kernels.check`).
 
@@ -22,6 +22,7 @@ from kernels.accept_bonus.ref import AcceptResult, accept_bonus_ref
 from kernels.kv_materialize.ref import kv_materialize_ref
 from kernels.paged_attention.ref import paged_attention_ref
 from kernels.prepare_block.ref import prepare_block_ref
+from kernels.qk_norm_rope_write.ref import qk_norm_rope_write_ref
 
 __all__ = [
     "AcceptResult",
@@ -33,6 +34,8 @@ __all__ = [
     "paged_attention_ref",
     "prepare_block",
     "prepare_block_ref",
+    "qk_norm_rope_write",
+    "qk_norm_rope_write_ref",
     "triton_available",
 ]
 
@@ -81,3 +84,4 @@ prepare_block = _lazy("prepare_block")
 accept_bonus = _lazy("accept_bonus")
 kv_materialize = _lazy("kv_materialize")
 paged_attention = _lazy("paged_attention")
+qk_norm_rope_write = _lazy("qk_norm_rope_write")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import importlib
 import json
 import os
 import subprocess
@@ -20,7 +21,7 @@ import sys
 
 import torch
 
-OPS = ("prepare_block", "accept_bonus", "kv_materialize", "paged_attention")
+OPS = ("prepare_block", "accept_bonus", "kv_materialize", "paged_attention", "qk_norm_rope_write")
 REFERENCE_COPY_TBPS = 4.30  # measured on this H200 before (shared/design/ARCHITECTURE.md)
 
 
@@ -44,6 +45,8 @@ def _checks(ops: list[str]) -> list[tuple]:
         kv_materialize=lambda: check.check_kv_materialize(
             "cuda", torch.bfloat16, 39, 5, 8, 128, 96, 13),
         paged_attention=lambda: check.check_paged_attention("cuda", torch.bfloat16, 5, 16, 300, 64),
+        qk_norm_rope_write=lambda: importlib.import_module(
+            "kernels.qk_norm_rope_write.bench").check("cuda"),
     )
     return [cases[op]() for op in ops]
 
@@ -127,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += kv_rows
     if "paged_attention" in ops:
         rows += attention_bench.run()
+    if "qk_norm_rope_write" in ops:
+        rows += importlib.import_module("kernels.qk_norm_rope_write.bench").run()
     _print(rows, floor, sweep, copy_bw)
     record = dict(
         git_sha=_git_sha(), timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),

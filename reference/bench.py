@@ -10,6 +10,13 @@ efficiency = time inside the draft and verify forwards / round wall time, speedu
 over the engine's own AR at the same batch, and the per-round time split. Batch-1 AR is
 compared with the 263 tok/s bound of streaming the weights at the measured 4.30 TB/s.
 Prints a table, then one JSON line; --out writes the JSON too.
+
+--ablate (reference/bench_ablate.py) instead measures batch-1 AR decode only, in one run,
+for the current path, +fused q/k tail (reference.model.FUSED_QK), +the short-context
+attention rule (kernels.paged_attention.kernel.UNSPLIT_MAX_WIDTH) and both (about 1.5 min
+on the H200):
+
+    python -m reference.bench --ablate --new-tokens 128 --out bs1_ablation.json
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import time
 
 import torch
 
+from reference.bench_ablate import ablate, print_ablation
 from reference.generate import generate
 from reference.loaders import (
     PRESETS,
@@ -103,6 +111,11 @@ def main(argv=None) -> dict:
     p.add_argument("--no-compile", action="store_true", help="eager layers inside the graphs")
     p.add_argument("--profile", action="store_true", help="top kernels of bs-1 AR decode")
     p.add_argument("--device", default="cuda", help="cpu: a quick smoke run of the script")
+    p.add_argument("--ablate", action="store_true",
+                   help="bs-1 AR only: current vs +fused qk vs +attention rule vs both")
+    p.add_argument("--unsplit-width", type=int, default=1024,
+                   help="--ablate: the attention rule runs tables of width <= this unsplit")
+    p.add_argument("--ablate-repeats", type=int, default=2)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.batch_sizes.split(",")]
@@ -118,6 +131,8 @@ def main(argv=None) -> dict:
               "python": platform.python_version(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "args": vars(args), "bound_tok_s": BOUND_TOK_S}
+    if args.ablate:
+        return _ablate(args, cfg, prompts[0], dtype, state, result)
     if args.hf_new_tokens:
         result["hf_tok_s"], hf_tokens = hf_decode_tok_s(args.preset, state, prompts[0],
                                                         args.hf_new_tokens)
@@ -136,6 +151,21 @@ def main(argv=None) -> dict:
     _print(result)
     if args.profile:
         _profile_ar(target, prompts[0])
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+def _ablate(args, cfg, prompt: list[int], dtype, state: dict, result: dict) -> dict:
+    target = random_target(args.preset, device=args.device, dtype=dtype, state=state)
+    if args.device == "cuda" and not args.no_compile:
+        target.enable_compile()
+    result["ablation"] = ablate(target, prompt, args.new_tokens, args.unsplit_width,
+                                args.ablate_repeats)
+    print(f"{result['gpu']}  torch {result['torch']}  triton {result['triton']}")
+    print_ablation(result["ablation"])
+    print(json.dumps(result))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -11,6 +11,7 @@ kernel on CUDA, its oracle on the CPU).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -21,6 +22,13 @@ import torch.nn.functional as F
 from kernels.kv_materialize.ref import rope_neox
 from reference import ops
 from reference.config import ModelConfig
+
+# Target.forward on CUDA runs the q/k norm, RoPE and K/V pool write of every layer as one
+# Triton launch (ops.qk_norm_rope_write) instead of Inductor's ~5 kernels. Off by default until
+# measured on the H200 (`python -m reference.bench --ablate`); WORKBENCH_FUSED_QK=1 turns it
+# on. The fused path rounds once (fp32 math), the eager path three times: outputs may differ
+# by bf16 ulps. Flip it before Target.enable_compile() and before the CUDA graphs are captured.
+FUSED_QK = os.environ.get("WORKBENCH_FUSED_QK", "0") == "1"
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -94,19 +102,27 @@ def attention_meta(batch: ForwardBatch, req_to_token: torch.Tensor, *, causal: b
 
 def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn: AttentionMeta,
                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
-                  num_heads: int, eps: float) -> torch.Tensor:
+                  num_heads: int, eps: float, fused_qk: bool = False) -> torch.Tensor:
     """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
 
     The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
+    fused_qk: norm, rotate and write q/k/v through ops.qk_norm_rope_write (one Triton launch
+    on CUDA; on the CPU its oracle, which is the sequence below).
     """
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
     h = rms_norm(x, w.input_norm, eps)
-    q, k, v = (h @ w.wqkv.t()).split([num_heads * d, nkv * d, nkv * d], dim=-1)
-    q = apply_rope(rms_norm(q.view(bs, t, num_heads, d), w.q_norm, eps), cos_sin)
-    k = apply_rope(rms_norm(k.view(bs, t, nkv, d), w.k_norm, eps), cos_sin)
-    k_pool.index_copy_(0, cache_loc, k.reshape(bs * t, nkv, d))
-    v_pool.index_copy_(0, cache_loc, v.reshape(bs * t, nkv, d))
+    qkv = h @ w.wqkv.t()
+    if fused_qk:
+        q = ops.qk_norm_rope_write(qkv.reshape(bs * t, -1), w.q_norm, w.k_norm,
+                                   cos_sin.reshape(bs * t, d), cache_loc, k_pool, v_pool,
+                                   num_heads=num_heads, eps=eps).view(bs, t, num_heads, d)
+    else:
+        q, k, v = qkv.split([num_heads * d, nkv * d, nkv * d], dim=-1)
+        q = apply_rope(rms_norm(q.view(bs, t, num_heads, d), w.q_norm, eps), cos_sin)
+        k = apply_rope(rms_norm(k.view(bs, t, nkv, d), w.k_norm, eps), cos_sin)
+        k_pool.index_copy_(0, cache_loc, k.reshape(bs * t, nkv, d))
+        v_pool.index_copy_(0, cache_loc, v.reshape(bs * t, nkv, d))
     out = ops.paged_attention(q, k_pool, v_pool, attn.req_to_token, attn.req_rows,
                               attn.positions, attn.kv_lens, causal=attn.causal,
                               window=attn.window)
@@ -168,13 +184,14 @@ class Target:
         cache_loc = batch.cache_loc.reshape(-1)
         cos_sin = self.cos_sin[batch.positions]
         layer = self.fast_layer if fast else decoder_layer
+        fused_qk = FUSED_QK and x.is_cuda  # a bool argument: torch.compile guards on it
         aux = []
         for i, w in enumerate(self.layers):
             win = cfg.window(i)
             attn = attention_meta(batch, req_to_token, causal=causal or win is not None,
                                   window=win)
             x = layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads,
-                      cfg.rms_norm_eps)
+                      cfg.rms_norm_eps, fused_qk)
             if i in capture:
                 aux.append(x)
         hidden = rms_norm(x, self.norm, cfg.rms_norm_eps)

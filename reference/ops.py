@@ -12,7 +12,8 @@ import torch
 import kernels
 from kernels import AcceptResult
 
-__all__ = ["AcceptResult", "accept_bonus", "kv_materialize", "paged_attention", "prepare_block"]
+__all__ = ["AcceptResult", "accept_bonus", "kv_materialize", "paged_attention", "prepare_block",
+           "qk_norm_rope_write"]
 
 
 def _use_triton(tensor: torch.Tensor) -> bool:
@@ -53,3 +54,19 @@ def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_len
     op = kernels.paged_attention if _use_triton(q) and not grad else kernels.paged_attention_ref
     return op(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, causal=causal,
               window=window)
+
+
+@torch.compiler.disable
+def qk_norm_rope_write(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_pool, v_pool, *,
+                       num_heads, eps):
+    """See `kernels.qk_norm_rope_write_ref`; opaque to torch.compile (a Triton launch on CUDA).
+
+    The oracle (decoder_layer's own op sequence) runs on the CPU and whenever an input needs
+    a gradient: the Triton kernel has no backward.
+    """
+    grad = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (qkv, q_norm_weight, k_norm_weight))
+    triton = _use_triton(qkv) and not grad
+    op = kernels.qk_norm_rope_write if triton else kernels.qk_norm_rope_write_ref
+    return op(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_pool, v_pool,
+              num_heads=num_heads, eps=eps)

@@ -5,34 +5,41 @@
 Decode (T = 1) and DFlash verify (T = 16) at bs in {1, 16, 64}, 1024 keys per request at
 random pool slots. The oracle gathers each request's row of K/V and runs the softmax in fp32;
 the kernel reads K/V in place. Bytes: each visible K/V row read once, q read, out written.
+
+Short-context rule (kernel.UNSPLIT_MAX_WIDTH): bs 1 decode, kv_len in {256, 512, 768, 1024}
+keys of a table of width 704 or 1024 (the engine bench's), as CUDA-graph replays: split-K (8
+splits + the merge launch, today) against unsplit (the rule on), kernel-only time.
 """
 
 from __future__ import annotations
 
 import torch
 
+from kernels.paged_attention import kernel
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref
-from kernels.timing import Row, bench_us
+from kernels.timing import Row, bench_us, graph_us
 
 NH, NKV, HEAD_DIM, KV_LEN = 32, 8, 128, 1024
 DTYPE, DEVICE = torch.bfloat16, "cuda"
 BATCHES, QUERY_LENS = (1, 16, 64), (1, 16)
 
 
-def make_inputs(bs: int, t: int, seed: int = 0) -> tuple[tuple, dict]:
-    """(args, kwargs) for bs requests of KV_LEN keys whose last t are the queries."""
+def make_inputs(bs: int, t: int, seed: int = 0, kv_len: int = KV_LEN,
+                width: int = KV_LEN) -> tuple[tuple, dict]:
+    """(args, kwargs) for bs requests of kv_len keys (table width >= kv_len) whose last t are
+    the queries."""
     g = torch.Generator(device=DEVICE).manual_seed(seed)
-    slots = bs * KV_LEN + 1
-    table = torch.randperm(slots, device=DEVICE, generator=g)[: bs * KV_LEN].view(bs, KV_LEN)
-    kv_lens = torch.full((bs,), KV_LEN, device=DEVICE)
+    slots = bs * width + 1
+    table = torch.randperm(slots, device=DEVICE, generator=g)[: bs * width].view(bs, width)
+    kv_lens = torch.full((bs,), kv_len, device=DEVICE)
     args = (
         torch.randn(bs, t, NH, HEAD_DIM, device=DEVICE, generator=g).to(DTYPE),
         torch.randn(slots, NKV, HEAD_DIM, device=DEVICE, generator=g).to(DTYPE),
         torch.randn(slots, NKV, HEAD_DIM, device=DEVICE, generator=g).to(DTYPE),
         table.to(torch.int32),
         torch.arange(bs, device=DEVICE),
-        (KV_LEN - t + torch.arange(t, device=DEVICE)).expand(bs, t).contiguous(),
+        (kv_len - t + torch.arange(t, device=DEVICE)).expand(bs, t).contiguous(),
         kv_lens,
     )
     return args, dict(causal=True)
@@ -49,6 +56,30 @@ def run() -> list[Row]:
             o = bench_us(lambda a=args, k=kw: paged_attention_ref(*a, **k))
             rows.append(Row("paged_attention", f"bs={bs} T={t} kv={KV_LEN}", "bfloat16", k, o,
                             nbytes, {}, ">=1x oracle", o.p50 >= k.p50))
+    return rows + rule_rows()
+
+
+def rule_rows() -> list[Row]:
+    """bs 1 decode: the rule on (unsplit, no merge) as `kernel`, off (split-K) as `oracle`."""
+    rows = []
+    for width in (704, 1024):
+        for kv_len in (256, 512, 768, 1024):
+            if kv_len > width:
+                continue
+            args, kw = make_inputs(1, 1, kv_len=kv_len, width=width)
+            call = lambda a=args, k=kw: paged_attention(*a, **k)  # noqa: E731
+            saved = kernel.UNSPLIT_MAX_WIDTH
+            try:
+                kernel.UNSPLIT_MAX_WIDTH = 0
+                split = graph_us(call)
+                kernel.UNSPLIT_MAX_WIDTH = width
+                unsplit = graph_us(call)
+            finally:
+                kernel.UNSPLIT_MAX_WIDTH = saved
+            nbytes = kv_len * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
+            rows.append(Row("paged_attention rule", f"bs=1 T=1 kv={kv_len} W={width} "
+                            "unsplit vs split (graph us)", "bfloat16", unsplit, split, nbytes,
+                            {}, "unsplit faster", unsplit.p50 < split.p50))
     return rows
 
 

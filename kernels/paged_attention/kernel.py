@@ -19,6 +19,8 @@ Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -33,6 +35,10 @@ from kernels._checks import (
 )
 
 FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
+# Short-context rule (opt-in, 0 = off): a launch whose table width W (keys a request may
+# hold; the shape, so CUDA-graph safe) is at most this runs unsplit, with no merge launch.
+# reference.bench --ablate measures it; WORKBENCH_UNSPLIT_WIDTH sets it from the environment.
+UNSPLIT_MAX_WIDTH: int = int(os.environ.get("WORKBENCH_UNSPLIT_WIDTH", "0"))
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -144,9 +150,12 @@ def _merge_kernel(acc_ptr, ml_ptr, out_ptr, T, so_b, so_t, so_h, G: tl.constexpr
              out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def num_splits(programs: int, width: int, block_n: int) -> int:
+def num_splits(programs: int, width: int, block_n: int, unsplit_max_width: int = 0) -> int:
     """Key-range splits so a small batch still fills the GPU: ~2 programs per SM (132 on an
-    H200), at least 4 key chunks per split; a power of two, 1 for large batches."""
+    H200), at least 4 key chunks per split; a power of two, 1 for large batches. A table
+    width W <= unsplit_max_width runs unsplit (the short-context rule; 0 turns it off)."""
+    if width <= unsplit_max_width:
+        return 1
     want = max(1, 264 // max(programs, 1))
     most = max(1, width // (4 * block_n))
     return min(triton.next_power_of_2(want), triton.next_power_of_2(most), 64)
@@ -197,7 +206,8 @@ def paged_attention(
     if bs == 0 or t == 0:
         return out
     tiles = triton.cdiv(t * group, block_m)
-    splits = FORCE_SPLITS or num_splits(bs * nkv * tiles, table.shape[1], block_n)
+    splits = FORCE_SPLITS or num_splits(bs * nkv * tiles, table.shape[1], block_n,
+                                        UNSPLIT_MAX_WIDTH)
     acc = ml = out  # unused placeholders unless split
     if splits > 1:
         acc = torch.empty(bs, nkv, splits, t * group, d, device=dev, dtype=torch.float32)
