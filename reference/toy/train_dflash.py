@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -124,10 +125,49 @@ def usable_sequences(data: ToyDataset, block_size: int) -> list[int]:
     return [i for i in range(len(data)) if int(cont[i]) >= 2 * block_size]
 
 
+def fit(model: torch.nn.Module, pool: list[int], cfg, step_fn: Callable, tag: str,
+        log_every: int | None = None) -> dict:
+    """The drafters' optimisation loop: AdamW (0.9, 0.95, no weight decay), warmup then
+    cosine on the step or wall-time schedule (`_progress`), clip at cfg.clip.
+
+    step_fn(rows) -> (loss, parts): one batch of sequence indices `rows` of `pool`, parts a
+    dict of floats to log (must hold "acc"). Returns the shared metrics (loss_first,
+    loss_last: the mean over the last 10% of steps, acc_last, steps_done, wall_s, history).
+    """
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
+                            weight_decay=0.0)
+    pick = torch.Generator().manual_seed(cfg.seed)
+    log_every = log_every or max(1, cfg.steps // 20)
+    history, losses, t0, step = [], [], time.time(), 0
+    while (progress := _progress(step, time.time() - t0, cfg)) < 1.0:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(int(progress * 10_000), 10_000, cfg.lr, cfg.warmup)
+        rows = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=pick)
+        loss, parts = step_fn([pool[i] for i in rows])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        losses.append(loss.detach())
+        if step % log_every == 0 or _progress(step + 1, time.time() - t0, cfg) >= 1.0:
+            parts = {k: float(v) for k, v in parts.items()}
+            history.append({"step": step, "loss": float(loss.detach()), **parts,
+                            "wall_s": time.time() - t0})
+            shown = "  ".join(f"{k} {v:.3f}" for k, v in parts.items())
+            print(f"{tag} step {step:5d}/{cfg.steps}  loss {history[-1]['loss']:.3f}  {shown}"
+                  f"  {time.time() - t0:6.1f}s", flush=True)
+        step += 1
+    return {"params": sum(p.numel() for p in model.parameters()),
+            "loss_first": float(losses[0]),
+            "loss_last": float(torch.stack(losses[-max(1, step // 10):]).mean()),
+            "acc_last": history[-1]["acc"], "steps_done": step, "wall_s": time.time() - t0,
+            "sequences": len(pool), "history": history}
+
+
 def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainConfig,
                  mask_token_id: int, log_every: int | None = None) -> dict:
-    """Train one drafter; saves it to `out` (z-lab format) and returns its metrics
-    (loss_first: the first step's; loss_last: the mean over the last 10% of steps)."""
+    """Train one drafter; saves it to `out` (z-lab format) and returns its metrics (`fit`'s,
+    the config and the captured layer ids)."""
     raw = drafter_config_dict(target.config, num_layers=cfg.num_layers,
                               block_size=cfg.block_size, mask_token_id=mask_token_id,
                               target_layer_ids=cfg.layer_ids(target.config.num_layers),
@@ -136,38 +176,16 @@ def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainCo
     pool = usable_sequences(data, cfg.block_size)
     if not pool:
         raise ValueError(f"no sequence has {2 * cfg.block_size} continuation tokens")
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
-                            weight_decay=0.0)
     gen = torch.Generator(device=target.device).manual_seed(cfg.seed)
-    pick = torch.Generator().manual_seed(cfg.seed)
-    log_every = log_every or max(1, cfg.steps // 20)
-    history, losses, t0, step = [], [], time.time(), 0
-    while (progress := _progress(step, time.time() - t0, cfg)) < 1.0:
-        for group in opt.param_groups:
-            group["lr"] = lr_at(int(progress * 10_000), 10_000, cfg.lr, cfg.warmup)
-        rows = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=pick)
-        loss, acc = step_loss(model, target, data, [pool[i] for i in rows], cfg, gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
-        losses.append(loss.detach())
-        last = _progress(step + 1, time.time() - t0, cfg) >= 1.0
-        if step % log_every == 0 or last:
-            history.append({"step": step, "loss": float(loss.detach()), "acc": float(acc),
-                            "wall_s": time.time() - t0})
-            print(f"dflash B={cfg.block_size} step {step:5d}/{cfg.steps}  loss "
-                  f"{history[-1]['loss']:.3f}  acc {history[-1]['acc']:.3f}  "
-                  f"{time.time() - t0:6.1f}s", flush=True)
-        step += 1
+
+    def step_fn(rows):
+        loss, acc = step_loss(model, target, data, rows, cfg, gen)
+        return loss, {"acc": acc}
+
+    metrics = fit(model, pool, cfg, step_fn, f"dflash B={cfg.block_size}", log_every)
     model.save(out)
-    metrics = {"params": sum(p.numel() for p in model.parameters()),
-               "loss_first": float(losses[0]),
-               "loss_last": float(torch.stack(losses[-max(1, step // 10):]).mean()),
-               "acc_last": history[-1]["acc"], "steps_done": step,
-               "wall_s": time.time() - t0,
-               "sequences": len(pool), "config": asdict(cfg), "history": history,
-               "target_layer_ids": raw["dflash_config"]["target_layer_ids"]}
+    metrics.update(config=asdict(cfg),
+                   target_layer_ids=raw["dflash_config"]["target_layer_ids"])
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,8 +37,7 @@ from reference.toy.objective import (
     position_weights,
     random_anchors,
 )
-from reference.toy.train_dflash import _progress, usable_sequences
-from reference.toy.train_target import lr_at
+from reference.toy.train_dflash import fit, usable_sequences
 
 
 @dataclass(frozen=True)
@@ -228,43 +226,11 @@ def train_dspark(
     pool = usable_sequences(data, cfg.block_size)
     if not pool:
         raise ValueError(f"no sequence has {2 * cfg.block_size} continuation tokens")
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator(device=target.device).manual_seed(cfg.seed)
-    pick = torch.Generator().manual_seed(cfg.seed)
-    log_every = log_every or max(1, cfg.steps // 20)
-    history, losses, t0, step = [], [], time.time(), 0
-    while (progress := _progress(step, time.time() - t0, cfg)) < 1.0:
-        for group in opt.param_groups:
-            group["lr"] = lr_at(int(progress * 10_000), 10_000, cfg.lr, cfg.warmup)
-        rows = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=pick)
-        loss, parts = step_loss(model, target, data, [pool[i] for i in rows], cfg, gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
-        losses.append(loss.detach())
-        if step % log_every == 0 or _progress(step + 1, time.time() - t0, cfg) >= 1.0:
-            history.append(
-                {"step": step, "loss": float(loss.detach()), **parts, "wall_s": time.time() - t0}
-            )
-            print(
-                f"dspark g={cfg.gamma} step {step:5d}/{cfg.steps}  loss {history[-1]['loss']:.3f}"
-                f"  tv {parts['tv']:.3f}  acc {parts['acc']:.3f}  {time.time() - t0:6.1f}s",
-                flush=True,
-            )
-        step += 1
+    metrics = fit(model, pool, cfg, lambda rows: step_loss(model, target, data, rows, cfg, gen),
+                  f"dspark g={cfg.gamma}", log_every)
     model.save(out)
-    metrics = {
-        "params": sum(p.numel() for p in model.parameters()),
-        "loss_first": float(losses[0]),
-        "loss_last": float(torch.stack(losses[-max(1, step // 10) :]).mean()),
-        "acc_last": history[-1]["acc"],
-        "steps_done": step,
-        "wall_s": time.time() - t0,
-        "sequences": len(pool),
-        "config": asdict(cfg),
-        "history": history,
-    }
+    metrics["config"] = asdict(cfg)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
 
