@@ -7,9 +7,10 @@
 # PART: toy    the toy world (recipe with parallel drafters, zoo export) + acceptance (~7 min)
 #       train  ablations, DSpark study and self-spec fine-tune at once, then the acceptance
 #              studies (ablations, block size, latency) (~7 min; needs toy)
-#       timing calibration of every model, validation runs, engine bench (~9 min)
+#       timing calibration of every model, validation runs (~8 min)
 #       serve  serve-bench: Qwen3-8B shapes and the toy pair, sync vs overlap, then c = 1 and 32
-#              again with compiled prefill (~6 min; needs toy)
+#              again with compiled prefill; the batch-1 engine ablation (fused q/k kernel,
+#              unsplit attention) and its kernel bench (~9 min; needs toy)
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -78,9 +79,6 @@ case $part in
     run calibrate 330 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
       "${CAL[@]}"
     run validate 150 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
-    if [ -z "$micro" ]; then
-      run bench 100 python -m reference.bench --out "$R/engine_bench.json" "${BENCH[@]}"
-    fi
     ;;
   serve)
     toy=()
@@ -88,6 +86,11 @@ case $part in
     run serve 240 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE[@]}"
     WORKBENCH_COMPILED_PREFILL=1 run serve_compiled_prefill 120 python -m workbench \
       serve-bench --out "$R/serve_compiled_prefill" --concurrency 1,32 "${SERVE[@]}"
+    if [ -z "$micro" ]; then
+      run bench 120 python -m reference.bench --out "$R/engine_ablation.json" "${BENCH[@]}"
+      run kernels 90 python -m kernels.bench --ops qk_norm_rope_write,paged_attention \
+        --out "$R/kernels_qk_attn.json"
+    fi
     ;;
   *)
     echo "unknown part $part (toy, train, timing, serve)" >&2
