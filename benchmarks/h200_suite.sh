@@ -42,7 +42,7 @@ else
   DSPARK=(--max-minutes 3 --dflash-minutes 2)
   SELFSPEC=(--minutes 3)
   ACC=()
-  CAL=(model=all --budget-s 70)
+  CAL=(model=qwen3-8b --budget-s 170)  # the validated model gets the full grid
   VAL=(model=qwen3-8b --new-tokens 96)
   BENCH=(--ablate)
   SERVE=()
@@ -76,8 +76,12 @@ case $part in
     done
     ;;
   timing)
-    run calibrate 330 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
+    run calibrate 200 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
       "${CAL[@]}"
+    if [ -z "$micro" ]; then
+      run calibrate_rest 170 python -m workbench calibrate hardware=h200 \
+        --out "$R/calibration" model=toy,qwen3-4b,llama-3.1-8b --budget-s 45
+    fi
     run validate 150 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
     ;;
   serve)
