@@ -10,7 +10,9 @@
 #       timing calibration of every model, validation runs (~8 min)
 #       serve  serve-bench: Qwen3-8B shapes and the toy pair, sync vs overlap, then c = 1 and 32
 #              again with compiled prefill; the batch-1 engine ablation (fused q/k kernel,
-#              unsplit attention) and its kernel bench (~9 min; needs toy)
+#              unsplit attention) (~8 min; needs toy)
+# The four parts need about 29 minutes of H200 time with the machine's start: run them in
+# this order (each later part is worth less than the one before if time runs short).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -38,9 +40,9 @@ if [ -n "$micro" ]; then
          --prompt-len 16)
 else
   RECIPE=(--size small)
-  ABL=(--budget-minutes 4.4)
-  DSPARK=(--max-minutes 3 --dflash-minutes 2)
-  SELFSPEC=(--minutes 3)
+  ABL=(--budget-minutes 3.4)
+  DSPARK=(--max-minutes 2.5 --dflash-minutes 1.5)
+  SELFSPEC=(--minutes 2.5)
   ACC=()
   CAL=(model=qwen3-8b --budget-s 170)  # the validated model gets the full grid
   VAL=(model=qwen3-8b --new-tokens 96)
@@ -92,8 +94,6 @@ case $part in
       serve-bench --out "$R/serve_compiled_prefill" --concurrency 1,32 "${SERVE[@]}"
     if [ -z "$micro" ]; then
       run bench 120 python -m reference.bench --out "$R/engine_ablation.json" "${BENCH[@]}"
-      run kernels 90 python -m kernels.bench --ops qk_norm_rope_write,paged_attention \
-        --out "$R/kernels_qk_attn.json"
     fi
     ;;
   *)

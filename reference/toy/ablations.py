@@ -28,7 +28,7 @@ from pathlib import Path
 from reference.toy.recipe import Recipe, is_done, stage_key
 from reference.toy.train_dflash import DFlashTrainConfig
 
-BASE = DFlashTrainConfig(block_size=16, steps=1500, max_minutes=4.0)
+BASE = DFlashTrainConfig(block_size=16, steps=1500, max_minutes=3.0)
 ABLATIONS = {
     "full": {},
     "no-decay": {"no_decay": True},
