@@ -24,6 +24,11 @@ verify the same lengths; a stretch stands for a scheduler step, so "production" 
 confidences of the batch `lag` stretches earlier. SPS is this batch's own table
 (`sps_table`, cached per batch size and 256-token context bucket). Commits are drawn from
 the same curve cut at 1 + l_r, so tau per request is 1 + sum_{j <= l_r} S_j.
+With `spec.confidence_corr` rho > 0 every round draws a latent difficulty per request and
+the scheduler runs on that round's calibrated posterior confidences (per-round lengths, q of
+shape (rounds, n); production's lag then counts rounds); commits come from the same
+posterior, cut at the chosen lengths (simulator/dspark_confidence.py). rho = 0 is the model
+above.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from collections import deque
 
 import numpy as np
 
+from simulator import dspark_confidence as conf
 from simulator.methods import SpecMethod
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -147,8 +153,9 @@ class DSpark(SpecMethod):
     name = "dspark"
 
     def __init__(self, gamma: int, markov_rank: int = 256, buckets: np.ndarray | None = None,
-                 policy: str = "fixed", threshold: float = 0.5):
+                 policy: str = "fixed", threshold: float = 0.5, confidence_corr: float = 0.0):
         super().__init__(gamma + 1)
+        self.rho = confidence_corr  # 0: per-request curves only (per-stretch schedule)
         self.gamma, self.rank = gamma, markov_rank
         self.buckets = token_buckets(gamma + 1) if buckets is None else buckets
         self.policy, self.threshold = ("full" if policy == "fixed" else policy), threshold
@@ -157,13 +164,9 @@ class DSpark(SpecMethod):
         self._sps: dict[tuple[int, int], SPS] = {}
         self._schedulers: dict[int, Scheduler] = {}  # one per replica (its acceptance model)
 
-    def schedule(self, cost, acceptance, slots: np.ndarray, kv: np.ndarray) -> np.ndarray:
-        """Verify lengths 1 + l_r (n,) of the slots' next stretch under the policy."""
-        n = len(slots)
-        if self.policy == "full":
-            return np.full(n, self.block_size, dtype=np.int64)
-        S = acceptance.S[slots]
-        c = S / np.concatenate([np.ones((n, 1)), S[:, :-1]], axis=1).clip(1e-300)
+    def _scheduler(self, cost, acceptance, kv: np.ndarray) -> Scheduler:
+        """The replica's scheduler with this batch's SPS table (per size, 256-token bucket)."""
+        n = len(kv)
         ctx = int(np.mean(kv)) // 256 * 256 + 128
         if (n, ctx) not in self._sps:
             self._sps[n, ctx] = self.sps_table(cost, n, np.full(n, ctx))
@@ -172,7 +175,33 @@ class DSpark(SpecMethod):
             sched = Scheduler(self.policy, self._sps[n, ctx], self.threshold)
             self._schedulers[id(acceptance)] = sched
         sched.sps = self._sps[n, ctx]
-        return 1 + sched(c)
+        return sched
+
+    def schedule(self, cost, acceptance, slots: np.ndarray, kv: np.ndarray) -> np.ndarray:
+        """Verify lengths 1 + l_r (n,) of the slots' next stretch under the policy."""
+        n = len(slots)
+        if self.policy == "full":
+            return np.full(n, self.block_size, dtype=np.int64)
+        S = acceptance.S[slots]
+        c = S / np.concatenate([np.ones((n, 1)), S[:, :-1]], axis=1).clip(1e-300)
+        return 1 + self._scheduler(cost, acceptance, kv)(c)
+
+    def plan_rounds(self, cost, acceptance, slots: np.ndarray, kv: np.ndarray,
+                    rounds: int) -> tuple[np.ndarray, np.ndarray]:
+        """rho > 0: per round, a latent difficulty per request, the scheduler on that round's
+        calibrated confidences, commits drawn from the same posterior and cut at its verify
+        lengths (simulator/dspark_confidence.py); q is then (rounds, n)."""
+        if self.rho <= 0.0:
+            return super().plan_rounds(cost, acceptance, slots, kv, rounds)
+        n, rng = len(slots), acceptance.rng
+        a = conf.posterior_survival(conf.thresholds(acceptance.S[slots]),
+                                    rng.standard_normal((rounds, n)), self.rho)
+        if self.policy == "full":
+            ell = np.full((rounds, n), self.gamma, dtype=np.int64)
+        else:
+            sched, c = self._scheduler(cost, acceptance, kv), conf.conditional(a)
+            ell = np.stack([sched(c[t]) for t in range(rounds)])
+        return 1 + ell, conf.draw_commits(a, ell, rng.random((rounds, n)))
 
     def markov_s(self, cost, n: int) -> float:
         """gamma sequential steps for n requests: W2 read once per step, fp32 logits."""
@@ -203,7 +232,11 @@ class DSpark(SpecMethod):
         )
 
     def decode_gpu_s(self, cost, q: np.ndarray, kv: np.ndarray) -> np.ndarray | float:
-        return self.draft_s(cost, len(q), kv) + self.verify_s(cost, q, kv)
+        """q (n,), or (rounds, n) with kv (rounds, n): a verify per round."""
+        if q.ndim == 1:
+            return self.draft_s(cost, len(q), kv) + self.verify_s(cost, q, kv)
+        verify = [float(self.verify_s(cost, qt, kt)) for qt, kt in zip(q, kv, strict=True)]
+        return self.draft_s(cost, q.shape[1], kv) + np.array(verify)
 
     def sps_table(self, cost, n: int, kv: np.ndarray) -> SPS:
         """Rounds/s vs total verify tokens n..n(gamma+1) for this batch (draft included):

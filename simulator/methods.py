@@ -16,7 +16,8 @@ its draft with the target's own layers in `decode_gpu_s`.
   drafted and the round costs exactly a NoSpec round.
 - `ISD`, `LinearSpec` (simulator/selfspec.py): self-speculation, drafted by the target itself.
 - `DSpark` (simulator/dspark.py): DFlash's backbone + a Markov head; per-request verify
-  lengths from its scheduler (`schedule`), the ragged verify padded to token buckets.
+  lengths from its scheduler (`schedule`, or per round in `plan_rounds` when its confidences
+  carry per-round information), the ragged verify padded to token buckets.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ class SpecMethod:
         """Verify lengths of a stretch's rounds for these slots (kv: their committed KV);
         `verify_lens` unless the method schedules per request (DSpark)."""
         return self.verify_lens(len(slots))
+
+    def plan_rounds(self, cost: CostModel, acceptance: AcceptanceModel, slots: np.ndarray,
+                    kv: np.ndarray, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+        """(q, commits) of the next `rounds` rounds: q is (n,) for all rounds, or (rounds, n)
+        when the method schedules every round (DSpark with per-round confidences); commits
+        (rounds, n) are cut by q."""
+        q = self.schedule(cost, acceptance, slots, kv)
+        return q, self.commit_lens(acceptance, slots, rounds, q)
 
     def commit_lens(self, acceptance: AcceptanceModel, slots: np.ndarray, rounds: int,
                     q: np.ndarray) -> np.ndarray:
@@ -124,5 +133,5 @@ def make_method(cfg: SimConfig) -> SpecMethod:
 
         s = cfg.spec
         return DSpark(s.block_size - 1, s.markov_rank, policy=s.verify_policy,
-                      threshold=s.confidence_threshold)
+                      threshold=s.confidence_threshold, confidence_corr=s.confidence_corr)
     return METHODS[cfg.spec.method](cfg.spec.block_size)

@@ -87,6 +87,8 @@ class SpecParams:
                                                       "production"),
                                doc="dspark: per-request verify lengths (simulator/dspark.py)")
     confidence_threshold: float = param(0.5, 0.0, 1.0, doc="dspark static policy: cut at c <")
+    confidence_corr: float = param(0.0, 0.0, 1.0, doc="dspark: corr(signal, round latent); "
+                                   "0 = per-request curve only (simulator/dspark_confidence)")
 
 
 @dataclass

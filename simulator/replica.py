@@ -66,6 +66,8 @@ class Iteration:
         self.H, self.start, self.end = self.H[: cut + 1], self.start[:cut], self.end[:cut]
         self.gpu_s = self.gpu_s[:cut]
         self.commits = self.commits.cut(cut)
+        if self.q is not None and self.q.ndim == 2:
+            self.q = self.q[:cut]
 
 
 class Replica(RoundsMixin):
@@ -228,12 +230,13 @@ class Replica(RoundsMixin):
         rows = self._retract_if_needed(st.decode_rows())
         if not rows.size:
             return None
-        q = self.method.schedule(self.cost, self.acceptance, rows, st.seq[rows])
         gen, out = st.gen[rows], st.out[rows]
-        c_raw = self.method.commit_lens(self.acceptance, rows,
-                                        self._stretch_rounds(rows, out - gen), q)
+        q, c_raw = self.method.plan_rounds(self.cost, self.acceptance, rows, st.seq[rows],
+                                           self._stretch_rounds(rows, out - gen))
         commits = plan_commits(c_raw, gen, out, st.seq[rows], st.host_seq[rows],
                                st.reserved[rows], st.kv_free, self.reserve_tokens, self.lag)
+        if q.ndim == 2:  # verify lengths per round (DSpark): keep the stretch's rounds
+            q = q[:commits.length]
         gpu = np.atleast_1d(self.method.decode_gpu_s(self.cost, q, commits.kv))
         H, s, e, plan_s, proc_s = self._timeline(now, gpu, len(rows))
         return Iteration("decode", H, s, e, gpu, plan_s, proc_s, rows=rows,

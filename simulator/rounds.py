@@ -102,7 +102,7 @@ class RoundsMixin:
         self.acceptance.advance(rows, L)
         n_live = raw_live.size
         self.decode_rounds += L
-        self.verified_tokens += int(it.q.sum()) * L
+        self.verified_tokens += int(it.q.sum()) * (L if it.q.ndim == 1 else 1)
         self.committed_tokens += int(eff.sum())
         self.request_rounds += n_live
         self.wasted_rows += L * n - n_live
