@@ -38,7 +38,9 @@ class GenerateOutput:
 
 
 @dataclass
-class _Request:
+class RequestState:
+    """Host state of one request of a decode loop (generate, reference/selfspec/loop.py)."""
+
     index: int
     prompt_len: int
     row: int
@@ -67,10 +69,10 @@ class _Engine:
         self.times = dict.fromkeys((*PHASES, "host"), 0.0)
         self.round_times: list[list[float]] = []
         self.rounds = 0
-        self.reqs: list[_Request] = []
+        self.reqs: list[RequestState] = []
         try:
             for i, prompt in enumerate(prompts):
-                self.reqs.append(_Request(i, len(prompt), self.pool.admit(len(prompt) +
+                self.reqs.append(RequestState(i, len(prompt), self.pool.admit(len(prompt) +
                                                                           2 * self.block)))
         except Exception:
             self.release()
@@ -79,7 +81,7 @@ class _Engine:
         if proposer is not None:
             proposer.start([r.row for r in self.reqs], [r.index for r in self.reqs],
                            [r.prompt_len for r in self.reqs])
-        self.live: list[_Request] = []
+        self.live: list[RequestState] = []
 
     def release(self) -> None:
         for r in self.reqs:
@@ -87,7 +89,7 @@ class _Engine:
                 self.pool.release(r.row)
                 r.done = True
 
-    def _append(self, r: _Request, new: list[int]) -> None:
+    def _append(self, r: RequestState, new: list[int]) -> None:
         """Host-side finish: cut after the first stop token or at max_new_tokens."""
         for tok in new:
             r.tokens.append(tok)

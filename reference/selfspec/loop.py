@@ -16,14 +16,13 @@ overwrites them before any query can see them (attention only reads keys < kv_le
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
 
 from reference.device import to_device
 from reference.engine import Engine, runtime
-from reference.generate import GenerateOutput
+from reference.generate import GenerateOutput, RequestState
 from reference.kv_pool import KVPool
 from reference.model import ForwardBatch, Target
 from reference.verify import Sampling
@@ -86,19 +85,6 @@ class SelfSpecMode:
         return self.target.logits(hidden)
 
 
-@dataclass
-class _Request:
-    prompt_len: int
-    row: int
-    tokens: list[int] = field(default_factory=list)
-    commits: list[int] = field(default_factory=list)
-    done: bool = False
-
-    @property
-    def committed(self) -> int:
-        return self.prompt_len + len(self.tokens) - 1
-
-
 def generate_selfspec(target: Target, prompts: list[list[int]], mode: SelfSpecMode, *,
                       max_new_tokens: int = 128, temperature: float = 0.0, top_k: int = 0,
                       top_p: float = 1.0, stop_token_ids=(), seed: int = 0) -> GenerateOutput:
@@ -115,11 +101,11 @@ def generate_selfspec(target: Target, prompts: list[list[int]], mode: SelfSpecMo
     need = max(len(p) for p in prompts) + max_new_tokens + 2 * mode.max_query
     rt = runtime(target, None, len(prompts), -(-need // 64) * 64)
     pool, dev = rt.pool, target.device
-    reqs: list[_Request] = []
+    reqs: list[RequestState] = []
     totals = dict.fromkeys(("rounds", "decode_tokens", "tested", "accepted"), 0)
     trims: dict[int, int] = {}
 
-    def append(r: _Request, new: list[int]) -> None:
+    def append(r: RequestState, new: list[int]) -> None:
         for tok in new:
             r.tokens.append(tok)
             if tok in stop or len(r.tokens) >= max_new_tokens:
@@ -128,8 +114,8 @@ def generate_selfspec(target: Target, prompts: list[list[int]], mode: SelfSpecMo
                 return
 
     try:
-        for p in prompts:
-            reqs.append(_Request(len(p), pool.admit(len(p) + mode.max_query)))
+        for i, p in enumerate(prompts):
+            reqs.append(RequestState(i, len(p), pool.admit(len(p) + mode.max_query)))
         engine = Engine(target, None, rt, sampling, seed)
         mode.bind(target, pool, sampling, engine.gen)
         mode.start(to_device([r.row for r in reqs], dev))
