@@ -13,8 +13,8 @@ Prints a table, then one JSON line; --out writes the JSON too.
 
 --ablate (reference/bench_ablate.py) instead measures batch-1 AR decode only, in one run,
 for the current path, +fused q/k tail (reference.model.FUSED_QK), +the short-context
-attention rule (kernels.paged_attention.kernel.UNSPLIT_MAX_WIDTH) and both (about 1.5 min
-on the H200):
+attention rule (kernels.paged_attention.kernel.UNSPLIT_MAX_WIDTH), both, and +fused split-K
+merge (kernels.paged_attention.kernel.FUSED_MERGE) (about 2 min on the H200):
 
     python -m reference.bench --ablate --new-tokens 128 --out bs1_ablation.json
 """
@@ -112,7 +112,7 @@ def main(argv=None) -> dict:
     p.add_argument("--profile", action="store_true", help="top kernels of bs-1 AR decode")
     p.add_argument("--device", default="cuda", help="cpu: a quick smoke run of the script")
     p.add_argument("--ablate", action="store_true",
-                   help="bs-1 AR only: current vs +fused qk vs +attention rule vs both")
+                   help="bs-1 AR only: current, +fused qk, +attention rule, both, +fused merge")
     p.add_argument("--unsplit-width", type=int, default=1024,
                    help="--ablate: the attention rule runs tables of width <= this unsplit")
     p.add_argument("--ablate-repeats", type=int, default=2)

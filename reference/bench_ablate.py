@@ -8,6 +8,9 @@ One process, one set of random Qwen3-8B weights, the variants interleaved `repea
                 launch, when the table width is at most W (the bench's table is
                 prompt + new + 2 rounded up to 64, e.g. 704)
     both        the two together
+    +fused merge  kernels.paged_attention.kernel.FUSED_MERGE: the split-K programs merge
+                themselves (the last split of a head, found by an atomic counter, writes the
+                output), no merge launch, for every table width
 
 Each variant gets fresh CUDA graphs (the switches are read at capture; the compiled layer
 takes fused_qk as an argument, so torch.compile keeps one graph per value), a warm-up
@@ -26,8 +29,9 @@ from reference import model
 from reference.cuda_graphs import GraphCache
 from reference.generate import generate
 
-VARIANTS = (("current", False, False), ("+fused qk", True, False),
-            ("+attn rule", False, True), ("both", True, True))
+VARIANTS = (("current", False, False, False), ("+fused qk", True, False, False),
+            ("+attn rule", False, True, False), ("both", True, True, False),
+            ("+fused merge", False, False, True))
 
 
 def decode_graph_ms(target, reps: int = 50) -> float | None:
@@ -51,10 +55,12 @@ def decode_graph_ms(target, reps: int = 50) -> float | None:
     return start.elapsed_time(end) / reps
 
 
-def run_variant(target, prompt: list[int], new_tokens: int, fused: bool, unsplit: int) -> dict:
+def run_variant(target, prompt: list[int], new_tokens: int, fused: bool, unsplit: int,
+                fused_merge: bool = False) -> dict:
     from kernels.paged_attention import kernel as attention
 
     model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH = fused, unsplit
+    attention.FUSED_MERGE = fused_merge
     if target.runtime is not None:
         target.runtime.graphs = GraphCache(target.device)  # recapture under the switches
     generate(target, [prompt], max_new_tokens=4)  # compile (once per fused value), capture
@@ -70,24 +76,24 @@ def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
     """Interleaved runs of VARIANTS; returns {"variants": [...], "unsplit_width": ...}."""
     from kernels.paged_attention import kernel as attention
 
-    saved = model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH
-    runs: dict[str, list[dict]] = {name: [] for name, _, _ in VARIANTS}
+    saved = model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH, attention.FUSED_MERGE
+    runs: dict[str, list[dict]] = {v[0]: [] for v in VARIANTS}
     try:
         for _ in range(repeats):
-            for name, fused, rule in VARIANTS:
+            for name, fused, rule, merge in VARIANTS:
                 runs[name].append(run_variant(target, prompt, new_tokens, fused,
-                                              unsplit_width if rule else 0))
+                                              unsplit_width if rule else 0, merge))
     finally:
-        model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH = saved
+        model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH, attention.FUSED_MERGE = saved
         if target.runtime is not None:
             target.runtime.graphs = GraphCache(target.device)
     table_width = target.runtime.pool.req_to_token.shape[1] if target.runtime else None
     rows = []
-    for name, fused, rule in VARIANTS:
+    for name, fused, rule, merge in VARIANTS:
         r = runs[name]
         gpu = [x["gpu_step_ms"] for x in r if x["gpu_step_ms"] is not None]
         rows.append({"variant": name, "fused_qk": fused,
-                     "unsplit_max_width": unsplit_width if rule else 0,
+                     "unsplit_max_width": unsplit_width if rule else 0, "fused_merge": merge,
                      "tok_s": statistics.median(x["tok_s"] for x in r),
                      "step_ms": statistics.median(x["step_ms"] for x in r),
                      "gpu_step_ms": statistics.median(gpu) if gpu else None,

@@ -39,6 +39,9 @@ FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny sh
 # hold; the shape, so CUDA-graph safe) is at most this runs unsplit, with no merge launch.
 # reference.bench --ablate measures it; WORKBENCH_UNSPLIT_WIDTH sets it from the environment.
 UNSPLIT_MAX_WIDTH: int = int(os.environ.get("WORKBENCH_UNSPLIT_WIDTH", "0"))
+# Fused merge (opt-in, off): the split programs merge themselves, no second launch
+# (kernels/paged_attention/fused_merge.py); WORKBENCH_FUSED_MERGE=1 sets it.
+FUSED_MERGE: bool = os.environ.get("WORKBENCH_FUSED_MERGE", "0") == "1"
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
