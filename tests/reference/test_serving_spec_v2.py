@@ -84,3 +84,26 @@ def test_report_files(tmp_path):
     assert (out / "throughput.png").stat().st_size > 1000
     with pytest.raises(SystemExit):
         main(["--measured", str(measured), "--out", str(out), "--cost-model", "nope"])
+
+
+def test_host_sweep_gain_grows_with_host_time_and_crossing_interpolates(monkeypatch):
+    from experiments import spec_v2_host
+
+    monkeypatch.setattr(spec_v2_host, "HOST_MS", (0.1, 2.0, 8.0))
+    doc = _doc()
+    for row in doc["rows"]:
+        row["gap_ms_per_step"] = 1.0
+    rows, measured = spec_v2_host.sweep(doc, "qwen3-8b", "oracle", 4, hardware_h200(),
+                                        "roofline", None)
+    gains = [r["gain"] for r in rows]
+    assert gains == sorted(gains) and gains[0] >= 0.99 and gains[-1] > 1.1
+    assert measured == {"host_ms": 1.0, "gain": 1.0}  # the synthetic pair has equal tok/s
+    line = [{"host_ms": 1.0, "gain": 1.0}, {"host_ms": 3.0, "gain": 1.4}]
+    assert spec_v2_host.crossing(line, 1.2) == pytest.approx(2.0)
+    assert spec_v2_host.crossing(line, 1.5) is None
+
+
+def hardware_h200():
+    from experiments.spec_v2 import hardware
+
+    return hardware("h200")
