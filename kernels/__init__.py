@@ -1,8 +1,8 @@
 """Triton kernels of the DFlash hot path, each next to its pure-PyTorch oracle.
 
 Ops (signatures in shared/design/ARCHITECTURE.md, "Public contracts"): `prepare_block`,
-`accept_bonus`, `kv_materialize`, plus the engine's `paged_attention` and
-`qk_norm_rope_write`, and their oracles `*_ref`. The oracles need only torch.
+`accept_bonus`, `kv_materialize`, plus the engine's `paged_attention`, `qk_norm_rope_write`
+and `gemv` (decode rows times a weight), and their oracles `*_ref`. The oracles need only torch.
 Triton is imported on the first call of a kernel, never by `import kernels`, so that a CPU
 process can still set TRITON_INTERPRET=1 before it is imported (`python -m kernels.check`).
 
@@ -19,6 +19,7 @@ import os
 import torch
 
 from kernels.accept_bonus.ref import AcceptResult, accept_bonus_ref
+from kernels.gemv.ref import gemv_ref
 from kernels.kv_materialize.ref import kv_materialize_ref
 from kernels.paged_attention.ref import paged_attention_ref
 from kernels.prepare_block.ref import prepare_block_ref
@@ -28,6 +29,8 @@ __all__ = [
     "AcceptResult",
     "accept_bonus",
     "accept_bonus_ref",
+    "gemv",
+    "gemv_ref",
     "kv_materialize",
     "kv_materialize_ref",
     "paged_attention",
@@ -85,3 +88,4 @@ accept_bonus = _lazy("accept_bonus")
 kv_materialize = _lazy("kv_materialize")
 paged_attention = _lazy("paged_attention")
 qk_norm_rope_write = _lazy("qk_norm_rope_write")
+gemv = _lazy("gemv")

@@ -29,6 +29,14 @@ from reference.config import ModelConfig
 # on. The fused path rounds once (fp32 math), the eager path three times: outputs may differ
 # by bf16 ulps. Flip it before Target.enable_compile() and before the CUDA graphs are captured.
 FUSED_QK = os.environ.get("WORKBENCH_FUSED_QK", "0") == "1"
+# Target.forward on CUDA runs the wqkv, wo and down projections of a step of at most
+# ops.GEMV_MAX_ROWS tokens (decode, a bs-1 verify block) with the Triton GEMV (ops.gemv,
+# kernels/gemv) instead of cuBLAS; gate_up too with TRITON_GEMV_GATE_UP (cuBLAS already
+# streams it at ~4.2 TB/s). Off by default until measured (`python -m reference.bench
+# --ablate`); WORKBENCH_TRITON_GEMV=1 / WORKBENCH_TRITON_GEMV_GATE_UP=1 turn them on. Flip
+# them before the CUDA graphs are captured (torch.compile guards on both).
+TRITON_GEMV = os.environ.get("WORKBENCH_TRITON_GEMV", "0") == "1"
+TRITON_GEMV_GATE_UP = os.environ.get("WORKBENCH_TRITON_GEMV_GATE_UP", "0") == "1"
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -102,17 +110,20 @@ def attention_meta(batch: ForwardBatch, req_to_token: torch.Tensor, *, causal: b
 
 def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn: AttentionMeta,
                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
-                  num_heads: int, eps: float, fused_qk: bool = False) -> torch.Tensor:
+                  num_heads: int, eps: float, fused_qk: bool = False,
+                  triton_gemv: bool = False) -> torch.Tensor:
     """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
 
     The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
     fused_qk: norm, rotate and write q/k/v through ops.qk_norm_rope_write (one Triton launch
     on CUDA; on the CPU its oracle, which is the sequence below).
+    triton_gemv: the projections of at most ops.GEMV_MAX_ROWS tokens through ops.gemv.
     """
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
+    gemv = triton_gemv and bs * t <= ops.GEMV_MAX_ROWS
     h = rms_norm(x, w.input_norm, eps)
-    qkv = h @ w.wqkv.t()
+    qkv = _linear(h, w.wqkv, gemv)
     if fused_qk:
         q = ops.qk_norm_rope_write(qkv.reshape(bs * t, -1), w.q_norm, w.k_norm,
                                    cos_sin.reshape(bs * t, d), cache_loc, k_pool, v_pool,
@@ -126,9 +137,14 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     out = ops.paged_attention(q, k_pool, v_pool, attn.req_to_token, attn.req_rows,
                               attn.positions, attn.kv_lens, causal=attn.causal,
                               window=attn.window)
-    x = x + out.reshape(bs, t, num_heads * d) @ w.wo.t()
-    gate, up = (rms_norm(x, w.post_norm, eps) @ w.w_gate_up.t()).chunk(2, dim=-1)
-    return x + (F.silu(gate) * up) @ w.w_down.t()
+    x = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv)
+    gate_up = _linear(rms_norm(x, w.post_norm, eps), w.w_gate_up, gemv and TRITON_GEMV_GATE_UP)
+    gate, up = gate_up.chunk(2, dim=-1)
+    return x + _linear(F.silu(gate) * up, w.w_down, gemv)
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, gemv: bool) -> torch.Tensor:
+    return ops.gemv(x, weight) if gemv else x @ weight.t()
 
 
 @dataclass
@@ -185,13 +201,14 @@ class Target:
         cos_sin = self.cos_sin[batch.positions]
         layer = self.fast_layer if fast else decoder_layer
         fused_qk = FUSED_QK and x.is_cuda  # a bool argument: torch.compile guards on it
+        triton_gemv = TRITON_GEMV and x.is_cuda
         aux = []
         for i, w in enumerate(self.layers):
             win = cfg.window(i)
             attn = attention_meta(batch, req_to_token, causal=causal or win is not None,
                                   window=win)
             x = layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads,
-                      cfg.rms_norm_eps, fused_qk)
+                      cfg.rms_norm_eps, fused_qk, triton_gemv)
             if i in capture:
                 aux.append(x)
         hidden = rms_norm(x, self.norm, cfg.rms_norm_eps)

@@ -12,8 +12,10 @@ import torch
 import kernels
 from kernels import AcceptResult
 
-__all__ = ["AcceptResult", "accept_bonus", "kv_materialize", "paged_attention", "prepare_block",
-           "qk_norm_rope_write"]
+__all__ = ["AcceptResult", "accept_bonus", "gemv", "kv_materialize", "paged_attention",
+           "prepare_block", "qk_norm_rope_write"]
+
+GEMV_MAX_ROWS = 16  # decode rows: above this the GEMM is no longer a weight stream
 
 
 def _use_triton(tensor: torch.Tensor) -> bool:
@@ -70,3 +72,19 @@ def qk_norm_rope_write(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_
     op = kernels.qk_norm_rope_write if triton else kernels.qk_norm_rope_write_ref
     return op(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_pool, v_pool,
               num_heads=num_heads, eps=eps)
+
+
+@torch.compiler.disable
+def gemv(x, w):
+    """x (..., K) @ w (N, K)^T: `kernels.gemv` (Triton) on CUDA, else `x @ w.t()`.
+
+    Opaque to torch.compile. The Triton kernel runs for at most GEMV_MAX_ROWS rows, matching
+    dtypes and no gradient; otherwise (and on the CPU) the layer's own matmul, which in fp32
+    is the oracle `kernels.gemv_ref`. The first CUDA call of a shape tunes the kernel: make
+    it outside CUDA-graph capture (the engine's GraphCache warms up before capturing).
+    """
+    rows = x.numel() // max(x.shape[-1], 1)
+    grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
+    if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype:
+        return kernels.gemv(x, w)
+    return x @ w.t()

@@ -75,7 +75,7 @@ def test_forward_switch_is_cuda_only(monkeypatch):
     seen = []
 
     def layer(*args):
-        seen.append(args[-1])
+        seen.append(args[9])  # fused_qk
         return args[0]
 
     monkeypatch.setattr(model, "FUSED_QK", True)

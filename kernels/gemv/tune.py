@@ -1,0 +1,115 @@
+"""One-time tuning of `gemv`'s launch config per (N, K, M bucket, dtype, device).
+
+`config_for` is what the launcher asks. On CUDA, the first call of a key outside CUDA-graph
+capture times every candidate on the call's own x and W (triton.testing.do_bench, L2
+flushed before each run, median) and caches the fastest in CONFIGS; later calls, including
+those being captured, reuse it. A key first met during capture cannot be timed (no sync
+allowed): it gets `default_config` (not cached, with a warning), so warm up first: the
+engine's GraphCache runs each graph's function twice before capturing it, and `warm_up`
+tunes a list of weights explicitly. WORKBENCH_GEMV_TUNE=0 turns tuning off (defaults only);
+the CPU (interpreter) always takes the default. TUNE_LOG keeps every timing for the bench.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable
+
+import torch
+
+from kernels.gemv.kernel import GemvConfig, default_config, gemv
+
+TUNE = os.environ.get("WORKBENCH_GEMV_TUNE", "1") == "1"
+DOT_CANDIDATES = (
+    GemvConfig(16, 256, 4, 4, True), GemvConfig(16, 256, 4, 6, True),
+    GemvConfig(16, 512, 4, 3, True), GemvConfig(16, 512, 4, 4, True),
+    GemvConfig(16, 512, 8, 4, True), GemvConfig(16, 1024, 4, 3, True),
+    GemvConfig(16, 1024, 8, 2, True), GemvConfig(32, 512, 4, 3, True),
+)
+FMA_CANDIDATES = (  # only for M <= FMA_MAX_ROWS
+    GemvConfig(4, 512, 2, 3, False), GemvConfig(4, 1024, 4, 3, False),
+    GemvConfig(8, 512, 4, 3, False), GemvConfig(8, 512, 4, 4, False),
+    GemvConfig(8, 1024, 4, 2, False), GemvConfig(8, 1024, 8, 3, False),
+    GemvConfig(16, 512, 4, 3, False), GemvConfig(16, 256, 4, 4, False),
+)
+FMA_MAX_ROWS = 4
+CONFIGS: dict[tuple, GemvConfig] = {}
+TUNE_LOG: dict[tuple, dict[str, float]] = {}  # key -> {str(config): us, "cublas": us}
+_warned: set[tuple] = set()
+
+
+def m_bucket(m: int) -> int:
+    """1, 2, 4, 8, 16, then multiples of 16: calls in one bucket share a config."""
+    if m <= 16:
+        return 1 << max(m - 1, 0).bit_length()
+    return -(-m // 16) * 16
+
+
+def key_of(m: int, n: int, k: int, w: torch.Tensor) -> tuple:
+    return (n, k, m_bucket(m), str(w.dtype).removeprefix("torch."), str(w.device))
+
+
+def candidates(m: int) -> tuple[GemvConfig, ...]:
+    return DOT_CANDIDATES + (FMA_CANDIDATES if m <= FMA_MAX_ROWS else ())
+
+
+def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig:
+    """The cached config of the key; tunes it on CUDA when allowed, else the default."""
+    key = key_of(m, n, k, w)
+    cfg = CONFIGS.get(key)
+    if cfg is not None:
+        return cfg
+    if w.device.type != "cuda" or not TUNE:
+        return default_config(m, n, k)
+    if torch.cuda.is_current_stream_capturing():
+        if key not in _warned:
+            _warned.add(key)
+            warnings.warn(f"gemv {key} first met inside CUDA-graph capture: default config "
+                          f"{default_config(m, n, k)} (call kernels.gemv.tune.warm_up first)",
+                          stacklevel=3)
+        return default_config(m, n, k)
+    CONFIGS[key] = cfg = tune(torch.randn(m, k, device=w.device, dtype=w.dtype), w)
+    return cfg
+
+
+def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
+    """Time every candidate on x (M, K) and w (N, K); return the fastest (CUDA only)."""
+    import triton.testing
+
+    m, n, k = x.shape[0], w.shape[0], w.shape[1]
+    y = torch.empty(m, n, device=x.device, dtype=x.dtype)
+    want = x.float() @ w.float().t()
+    times: dict[str, float] = {}
+    best, best_us = default_config(m, n, k), float("inf")
+    for cfg in candidates(m):
+        try:
+            gemv(x, w, config=cfg, out=y)
+            err = float((y.float() - want).abs().max())
+            if not err <= 1e-2 * float(want.abs().max()) + 1e-2:  # a miscompile is no winner
+                times[str(cfg)] = float("nan")
+                continue
+            us = 1e3 * triton.testing.do_bench(lambda c=cfg: gemv(x, w, config=c, out=y),
+                                               warmup=5, rep=rep_ms, return_mode="median")
+        except Exception as err:  # noqa: BLE001 - out of shared memory, compile error
+            times[str(cfg)] = float("nan")
+            warnings.warn(f"gemv config {cfg} failed on ({m}, {n}, {k}): {err}", stacklevel=2)
+            continue
+        times[str(cfg)] = us
+        if us < best_us:
+            best, best_us = cfg, us
+    times["cublas"] = 1e3 * triton.testing.do_bench(lambda: torch.matmul(x, w.t()), warmup=5,
+                                                    rep=rep_ms, return_mode="median")
+    TUNE_LOG[key_of(m, n, k, w)] = times
+    return best
+
+
+def warm_up(weights: Iterable[torch.Tensor], rows: Iterable[int] = (1,)) -> None:
+    """Tune every distinct (N, K) of `weights` for each M in `rows` (outside capture)."""
+    seen = set()
+    for w in weights:
+        for m in rows:
+            key = key_of(m, w.shape[0], w.shape[1], w)
+            if key not in seen:
+                seen.add(key)
+                config_for(m, w.shape[0], w.shape[1], w)
