@@ -24,6 +24,7 @@ so this is the math the tensor cores do (bf16 products, fp32 accumulation).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -156,8 +157,8 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     _check_args(x, w, config)
     n, k = w.shape
     lead = x.shape[:-1]
-    x2 = x.reshape(-1, k)
-    m = x2.shape[0]
+    m = math.prod(lead)
+    x2 = x.reshape(m, k)
     if config is None:
         from kernels.gemv.tune import config_for
 

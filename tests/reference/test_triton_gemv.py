@@ -1,0 +1,109 @@
+"""decoder_layer's projections through ops.gemv (the Triton GEMV) against its matmuls, the
+row limit, and Target.forward under the TRITON_GEMV switch (CPU: the Triton kernel under
+TRITON_INTERPRET=1, with ops told to use it)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernels
+from reference import model, ops
+from reference.config import ModelConfig
+from reference.model import decoder_layer, rope_cache
+from tests.reference.test_fused_qk import INTER, NH, NKV, D, H, _inputs, _layer
+from workbench.numerics import assert_close
+
+
+def _run(seed: int, gemv: bool, bs: int = 2, t: int = 3, fused: bool = False):
+    x, w, cos_sin, attn, loc, pools = _inputs(seed, bs, t)
+    k_pool, v_pool = pools[0].clone(), pools[1].clone()
+    out = decoder_layer(x, w, cos_sin, attn, loc, k_pool, v_pool, NH, 1e-6, fused_qk=fused,
+                        triton_gemv=gemv)
+    return out, k_pool, v_pool
+
+
+def _spy(monkeypatch) -> list[tuple[int, ...]]:
+    """Route ops to Triton on the CPU and record the weight shape of each kernels.gemv.
+
+    Attention stays on its oracle: this is about the projections (tests/kernels covers it).
+    """
+    if not kernels.triton_available(torch.zeros(1)):
+        pytest.skip("needs TRITON_INTERPRET=1 or CUDA")
+    calls = []
+    real = kernels.gemv
+
+    def spy(x, w, **kw):
+        calls.append(tuple(w.shape))
+        return real(x, w, **kw)
+
+    monkeypatch.setattr(ops, "_use_triton", lambda t: True)
+    monkeypatch.setattr(kernels, "gemv", spy)
+    monkeypatch.setattr(kernels, "paged_attention", kernels.paged_attention_ref)
+    return calls
+
+
+def test_ops_gemv_on_the_cpu_is_the_layers_matmul():
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 3, 40, generator=g), torch.randn(24, 40, generator=g)
+    assert torch.equal(ops.gemv(x, w), x @ w.t())
+    for got, want in zip(_run(0, True), _run(0, False)):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("gate_up", [False, True])
+@pytest.mark.parametrize("seed,bs,t", [(0, 1, 1), (1, 2, 3), (2, 1, 10)])
+def test_triton_gemv_inside_decoder_layer(seed, bs, t, gate_up, monkeypatch):
+    """The kernel (interpreter) in the layer, fp32: within the fp32 reduction table."""
+    calls = _spy(monkeypatch)
+    monkeypatch.setattr(model, "TRITON_GEMV_GATE_UP", gate_up)
+    got = _run(seed, True, bs, t)
+    monkeypatch.undo()
+    want = [((NH + 2 * NKV) * D, H), (H, NH * D), (H, INTER)]
+    if gate_up:
+        want.insert(2, (2 * INTER, H))
+    assert calls == want
+    for name, g, w in zip(("out", "k_pool", "v_pool"), got, _run(seed, False, bs, t)):
+        assert_close(g, w, kind="reduction", name=name)
+
+
+def test_with_fused_qk_too(monkeypatch):
+    calls = _spy(monkeypatch)
+    got = _run(3, True, fused=True)
+    monkeypatch.undo()
+    assert len(calls) == 3
+    for name, g, w in zip(("out", "k_pool", "v_pool"), got, _run(3, False, fused=True)):
+        assert_close(g, w, kind="reduction", name=name)
+
+
+def test_more_than_max_rows_stays_on_the_matmul(monkeypatch):
+    """bs * T = 18 > ops.GEMV_MAX_ROWS: no kernel call, bit-equal to the switch off."""
+    calls = _spy(monkeypatch)
+    got = _run(4, True, bs=2, t=9)
+    monkeypatch.undo()
+    assert calls == []
+    for g, w in zip(got, _run(4, False, bs=2, t=9)):
+        assert torch.equal(g, w)
+
+
+def test_forward_switch_is_cuda_only(monkeypatch):
+    """TRITON_GEMV on: a CPU Target.forward still passes triton_gemv=False."""
+    seen = []
+
+    def layer(*args):
+        seen.append(args[10])  # triton_gemv
+        return args[0]
+
+    monkeypatch.setattr(model, "TRITON_GEMV", True)
+    g = torch.Generator().manual_seed(0)
+    cfg = ModelConfig(vocab_size=8, hidden_size=H, intermediate_size=INTER, num_layers=1,
+                      num_heads=NH, num_kv_heads=NKV, head_dim=D, rms_norm_eps=1e-6,
+                      rope_theta=1e4, max_position=64, layer_types=("full_attention",))
+    target = model.Target(cfg, torch.randn(8, H, generator=g), [_layer(g)], torch.ones(H),
+                          torch.randn(8, H, generator=g), rope_cache(D, 1e4, 64, "cpu"),
+                          fast_layer=layer)
+    x, _, _, attn, loc, pools = _inputs(0)
+    batch = model.ForwardBatch(attn.positions, loc.view(2, 3), attn.req_rows, attn.kv_lens)
+    target.forward(torch.zeros(2, 3, dtype=torch.int64), batch, attn.req_to_token,
+                   pools[:1], pools[1:])
+    assert seen == [False]
