@@ -21,7 +21,8 @@ import sys
 
 import torch
 
-OPS = ("prepare_block", "accept_bonus", "kv_materialize", "paged_attention", "qk_norm_rope_write")
+OPS = ("prepare_block", "accept_bonus", "kv_materialize", "paged_attention", "qk_norm_rope_write",
+       "gemv")
 REFERENCE_COPY_TBPS = 4.30  # measured on this H200 before (shared/design/ARCHITECTURE.md)
 
 
@@ -47,6 +48,7 @@ def _checks(ops: list[str]) -> list[tuple]:
         paged_attention=lambda: check.check_paged_attention("cuda", torch.bfloat16, 5, 16, 300, 64),
         qk_norm_rope_write=lambda: importlib.import_module(
             "kernels.qk_norm_rope_write.bench").check("cuda"),
+        gemv=lambda: importlib.import_module("kernels.gemv.bench").check("cuda"),
     )
     return [cases[op]() for op in ops]
 
@@ -132,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += attention_bench.run()
     if "qk_norm_rope_write" in ops:
         rows += importlib.import_module("kernels.qk_norm_rope_write.bench").run()
+    if "gemv" in ops:
+        rows += importlib.import_module("kernels.gemv.bench").run()
     _print(rows, floor, sweep, copy_bw)
     record = dict(
         git_sha=_git_sha(), timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),
