@@ -118,7 +118,8 @@ def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
 
     return {"variants": rows, "unsplit_width": unsplit_width, "table_width": table_width,
             "repeats": repeats, "new_tokens": new_tokens,
-            "gemv_configs": {str(k): str(v) for k, v in tune.CONFIGS.items()},
+            "gemv_configs": {str(k): str(v or "cuBLAS (timed faster)")
+                             for k, v in tune.CONFIGS.items()},
             "gemv_tune_us": {str(k): v for k, v in tune.TUNE_LOG.items()}}
 
 

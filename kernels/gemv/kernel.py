@@ -14,8 +14,9 @@ split-K: N >= 4096 at the Qwen3-8B shapes gives >= 256 programs at BLOCK_N = 16 
 `config_for` picks (BLOCK_N, BLOCK_K, num_warps, num_stages, dot) per (N, K, M bucket,
 dtype): on CUDA the first call of a shape outside CUDA-graph capture times the candidates
 (tune.py) and caches the winner; under capture, on the CPU, or with WORKBENCH_GEMV_TUNE=0
-it takes `default_config` (deterministic). Run the engine's warm-up (GraphCache captures
-after two eager calls) or `tune.warm_up` before capturing. Semantics: kernels/gemv/ref.py.
+it takes `default_config` (deterministic); where cuBLAS timed faster than every candidate
+the launcher calls cuBLAS. Run the engine's warm-up (GraphCache captures after two eager
+calls) or `tune.warm_up` before capturing. Semantics: kernels/gemv/ref.py.
 
 On the CPU (TRITON_INTERPRET=1) the dot path upcasts bf16 tiles to fp32 before tl.dot: the
 interpreter's dot mishandles bf16 (numpy has none). Products of bf16 values are exact in fp32,
@@ -151,7 +152,8 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     Args:
         x: (..., K) fp32/fp16/bf16, last dim contiguous; meant for M = x.numel() / K <= 16.
         w: (N, K), same dtype and device, rows contiguous (an nn.Linear weight).
-        config: launch parameters; None: `tune.config_for` (tuned on CUDA, default else).
+        config: launch parameters; None: `tune.config_for` (tuned on CUDA, default else;
+            cuBLAS where the tuning timed it faster than every candidate).
         out: optional (M, N) contiguous output buffer in x's dtype.
     """
     _check_args(x, w, config)
@@ -159,12 +161,14 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     lead = x.shape[:-1]
     m = math.prod(lead)
     x2 = x.reshape(m, k)
+    if out is not None:
+        _check_out(out, m, n, x)
     if config is None:
         from kernels.gemv.tune import config_for
 
         config = config_for(m, n, k, w)
-    if out is not None:
-        _check_out(out, m, n, x)
+        if config is None:  # the tuning found cuBLAS faster at this shape
+            return torch.matmul(x2, w.t(), out=out).view(*lead, n)
     y = out if out is not None else torch.empty(m, n, device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return y.view(*lead, n)

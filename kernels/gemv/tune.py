@@ -8,6 +8,9 @@ allowed): it gets `default_config` (not cached, with a warning), so warm up firs
 engine's GraphCache runs each graph's function twice before capturing it, and `warm_up`
 tunes a list of weights explicitly. WORKBENCH_GEMV_TUNE=0 turns tuning off (defaults only);
 the CPU (interpreter) always takes the default. TUNE_LOG keeps every timing for the bench.
+The tuning also times cuBLAS (torch.matmul) on the same call: where it beats every candidate,
+the key caches None and the launcher calls cuBLAS instead (CUBLAS_FALLBACK;
+WORKBENCH_GEMV_CUBLAS_FALLBACK=0 keeps the Triton kernel whatever the timings).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import torch
 from kernels.gemv.kernel import GemvConfig, default_config, gemv
 
 TUNE = os.environ.get("WORKBENCH_GEMV_TUNE", "1") == "1"
+CUBLAS_FALLBACK = os.environ.get("WORKBENCH_GEMV_CUBLAS_FALLBACK", "1") == "1"
 DOT_CANDIDATES = (
     GemvConfig(16, 256, 4, 4, True), GemvConfig(16, 256, 4, 6, True),
     GemvConfig(16, 512, 4, 3, True), GemvConfig(16, 512, 4, 4, True),
@@ -34,7 +38,7 @@ FMA_CANDIDATES = (  # only for M <= FMA_MAX_ROWS
     GemvConfig(16, 512, 4, 3, False), GemvConfig(16, 256, 4, 4, False),
 )
 FMA_MAX_ROWS = 4
-CONFIGS: dict[tuple, GemvConfig] = {}
+CONFIGS: dict[tuple, GemvConfig | None] = {}  # None: cuBLAS was faster
 TUNE_LOG: dict[tuple, dict[str, float]] = {}  # key -> {str(config): us, "cublas": us}
 _warned: set[tuple] = set()
 
@@ -54,12 +58,12 @@ def candidates(m: int) -> tuple[GemvConfig, ...]:
     return DOT_CANDIDATES + (FMA_CANDIDATES if m <= FMA_MAX_ROWS else ())
 
 
-def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig:
-    """The cached config of the key; tunes it on CUDA when allowed, else the default."""
+def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig | None:
+    """The cached config of the key (None: use cuBLAS); tunes it on CUDA when allowed, else
+    the default."""
     key = key_of(m, n, k, w)
-    cfg = CONFIGS.get(key)
-    if cfg is not None:
-        return cfg
+    if key in CONFIGS:
+        return CONFIGS[key]
     if w.device.type != "cuda" or not TUNE:
         return default_config(m, n, k)
     if torch.cuda.is_current_stream_capturing():
@@ -69,7 +73,11 @@ def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig:
                           f"{default_config(m, n, k)} (call kernels.gemv.tune.warm_up first)",
                           stacklevel=3)
         return default_config(m, n, k)
-    CONFIGS[key] = cfg = tune(torch.randn(m, k, device=w.device, dtype=w.dtype), w)
+    cfg = tune(torch.randn(m, k, device=w.device, dtype=w.dtype), w)
+    times = TUNE_LOG[key]
+    if CUBLAS_FALLBACK and not times[str(cfg)] <= times["cublas"]:
+        cfg = None
+    CONFIGS[key] = cfg
     return cfg
 
 

@@ -132,6 +132,17 @@ def test_tuner_on_cpu_is_the_deterministic_default():
     assert [tune.m_bucket(m) for m in (1, 2, 3, 5, 16, 17, 40)] == [1, 2, 4, 8, 16, 32, 48]
 
 
+def test_a_key_tuned_to_cublas_calls_the_matmul(monkeypatch):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, 40, generator=g).to(DEVICE)
+    w = torch.randn(24, 40, generator=g).to(DEVICE)
+    monkeypatch.setitem(tune.CONFIGS, tune.key_of(6, 24, 40, w), None)
+    assert torch.equal(gemv(x, w), x @ w.t())
+    out = torch.empty(6, 24, device=DEVICE)
+    assert gemv(x, w, out=out).data_ptr() == out.data_ptr()
+    assert torch.equal(out, (x @ w.t()).reshape(6, 24))
+
+
 def test_candidates_are_valid_configs():
     for m in (1, 16):
         for cfg in tune.candidates(m):
@@ -150,10 +161,11 @@ def test_tuned_config_is_reused_inside_cuda_graph_capture():
     tune.warm_up([w], rows=(1,))
     key = tune.key_of(1, 4096, 4096, w)
     assert key in tune.CONFIGS and "cublas" in tune.TUNE_LOG[key]
+    print(f"tuned {key}: {tune.CONFIGS[key]} (None: cuBLAS), us {tune.TUNE_LOG[key]}")
     y = gemv(x, w)
     graph = torch.cuda.CUDAGraph()
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.filterwarnings("error", message="gemv")
         with torch.cuda.graph(graph):
             y_graph = gemv(x, w)
     graph.replay()
