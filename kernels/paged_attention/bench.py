@@ -9,6 +9,10 @@ the kernel reads K/V in place. Bytes: each visible K/V row read once, q read, ou
 Short-context rule (kernel.UNSPLIT_MAX_WIDTH): bs 1 decode, kv_len in {256, 512, 768, 1024}
 keys of a table of width 704 or 1024 (the engine bench's), as CUDA-graph replays: split-K (8
 splits + the merge launch, today) against unsplit (the rule on), kernel-only time.
+
+Fused merge (kernel.FUSED_MERGE): bs 1 decode, kv_len 256..4096 in tables of width 704 (8
+splits) and 32768 (64 splits, most of them empty at short contexts), as CUDA-graph replays:
+split programs that merge themselves against split-K + the merge launch.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ def run() -> list[Row]:
             o = bench_us(lambda a=args, k=kw: paged_attention_ref(*a, **k))
             rows.append(Row("paged_attention", f"bs={bs} T={t} kv={KV_LEN}", "bfloat16", k, o,
                             nbytes, {}, ">=1x oracle", o.p50 >= k.p50))
-    return rows + rule_rows()
+    return rows + rule_rows() + fused_merge_rows()
 
 
 def rule_rows() -> list[Row]:
@@ -80,6 +84,33 @@ def rule_rows() -> list[Row]:
             rows.append(Row("paged_attention rule", f"bs=1 T=1 kv={kv_len} W={width} "
                             "unsplit vs split (graph us)", "bfloat16", unsplit, split, nbytes,
                             {}, "unsplit faster", unsplit.p50 < split.p50))
+    return rows
+
+
+def fused_merge_rows() -> list[Row]:
+    """bs 1 decode: the fused merge as `kernel`, split-K + merge launch as `oracle`."""
+    rows = []
+    for width in (704, 32768):
+        for kv_len in (256, 512, 1024, 2048, 4096):
+            if kv_len > width:
+                continue
+            args, kw = make_inputs(1, 1, kv_len=kv_len, width=width)
+            call = lambda a=args, k=kw: paged_attention(*a, **k)  # noqa: E731
+            saved = kernel.FUSED_MERGE, kernel.UNSPLIT_MAX_WIDTH
+            try:
+                kernel.UNSPLIT_MAX_WIDTH = 0
+                kernel.FUSED_MERGE = False
+                two = graph_us(call)
+                kernel.FUSED_MERGE = True
+                fused = graph_us(call)
+            finally:
+                kernel.FUSED_MERGE, kernel.UNSPLIT_MAX_WIDTH = saved
+            splits = kernel.num_splits(NKV, width, 32)
+            nbytes = kv_len * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
+            rows.append(Row("paged_attention fused merge", f"bs=1 T=1 kv={kv_len} W={width} "
+                            f"({splits} splits) fused vs two-launch (graph us)", "bfloat16",
+                            fused, two, nbytes, {"splits": splits}, "fused faster",
+                            fused.p50 < two.p50))
     return rows
 
 

@@ -13,7 +13,10 @@ slots and keeps an online softmax in fp32 (m, l, acc). Its bounds come from the 
 so the same launch serves prefill, verify and decode, and replays inside a CUDA graph.
 When the batch is too small to fill the GPU (bs * nkv * tiles programs), the key range is
 split across programs (flash-decoding): each writes unnormalised (acc, m, l) partials and a
-second launch merges them. The split count depends on shapes only (bs, W), never on data.
+second launch merges them, or with FUSED_MERGE the last split program of each (b, h, tile)
+merges them itself (kernels/paged_attention/merge.py). The split count depends on shapes
+only (bs, W), never on data; a split whose share of the keys is empty (a short context in a
+wide table) skips the loads and the acc store, and writes only its m = -1e30, l = 0 rows.
 Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
 """
 
@@ -33,6 +36,7 @@ from kernels._checks import (
     check_runnable,
     check_tensor,
 )
+from kernels.paged_attention.merge import _merge_kernel, _merge_rows, counters, merge_blocks
 
 FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
 # Short-context rule (opt-in, 0 = off): a launch whose table width W (keys a request may
@@ -47,6 +51,7 @@ FUSED_MERGE: bool = os.environ.get("WORKBENCH_FUSED_MERGE", "0") == "1"
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
 def _paged_attention_kernel(
     q_ptr, k_ptr, v_ptr, table_ptr, rows_ptr, pos_ptr, kv_lens_ptr, out_ptr, acc_ptr, ml_ptr,
+    cnt_ptr,
     T, R, W, window, sm_scale, SPLITS,
     sq_b, sq_t, sq_h,
     sk_s, sk_h,
@@ -55,20 +60,20 @@ def _paged_attention_kernel(
     st_r, sp_b,
     G: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
+    MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2) % SPLITS
-    r = (tl.program_id(2) // SPLITS) * BLOCK_M + tl.arange(0, BLOCK_M)  # rows (t, j)
+    tile = tl.program_id(2) // SPLITS
+    r = tile * BLOCK_M + tl.arange(0, BLOCK_M)  # rows (t, j)
     row_ok = r < T * G
     t = (r // G).to(tl.int64)
     head = h * G + (r % G)
     d = tl.arange(0, BLOCK_D)
     d_ok = d < D
 
-    q = tl.load(q_ptr + b * sq_b + t[:, None] * sq_t + head[:, None] * sq_h + d[None, :],
-                mask=row_ok[:, None] & d_ok[None, :], other=0.0)
     pos = tl.load(pos_ptr + b * sp_b + t, mask=row_ok, other=0)
     kv_len = tl.load(kv_lens_ptr + b).to(tl.int64)
     req = tl.load(rows_ptr + b).to(tl.int64)
@@ -84,7 +89,10 @@ def _paged_attention_kernel(
         chunk = ((hi - lo + SPLITS - 1) // SPLITS + BLOCK_N - 1) // BLOCK_N * BLOCK_N
         lo = lo + split * chunk
         hi = tl.minimum(hi, lo + chunk)
+    live = tl.where(lo < hi, row_ok, False)  # none in an empty split: no q load, no acc store
 
+    q = tl.load(q_ptr + b * sq_b + t[:, None] * sq_t + head[:, None] * sq_h + d[None, :],
+                mask=live[:, None] & d_ok[None, :], other=0.0)
     m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
@@ -110,47 +118,26 @@ def _paged_attention_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
-    if SPLIT:  # unnormalised partials (bs, nkv, SPLITS, T*G, ...), merged by _merge_kernel
+    if SPLIT:  # unnormalised partials (bs, nkv, SPLITS, T*G, ...): merge.py
         part = ((b * tl.num_programs(1) + h) * SPLITS + split) * T * G + r
         tl.store(acc_ptr + part[:, None] * D + d[None, :], acc,
-                 mask=row_ok[:, None] & d_ok[None, :])
+                 mask=live[:, None] & d_ok[None, :])
         tl.store(ml_ptr + 2 * part, m_i, mask=row_ok)
         tl.store(ml_ptr + 2 * part + 1, l_i, mask=row_ok)
+        if FUSED:  # the last split program of (b, h, tile) merges; release, then acquire
+            tl.debug_barrier()  # every thread's partial stores precede the release
+            ctr = cnt_ptr + (b * tl.num_programs(1) + h) * (tl.num_programs(2) // SPLITS) + tile
+            if tl.atomic_add(ctr, 1, sem="acq_rel", scope="gpu") == SPLITS - 1:
+                rows0 = tile * BLOCK_M
+                _merge_rows(acc_ptr, ml_ptr, out_ptr, b, h, tl.num_programs(1), rows0,
+                            tl.minimum(T * G - rows0, BLOCK_M), T * G, SPLITS,
+                            so_b, so_t, so_h, G=G, D=D, BLOCK_D=BLOCK_D, MERGE_M=MERGE_M,
+                            SPLITS_P2=SPLITS_P2, SB=SB)
+                tl.store(ctr, 0)  # ready for the next launch (all SPLITS have counted)
     else:
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
         tl.store(out_ptr + b * so_b + t[:, None] * so_t + head[:, None] * so_h + d[None, :],
                  out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
-
-
-@triton.jit(do_not_specialize=["T"])
-def _merge_kernel(acc_ptr, ml_ptr, out_ptr, T, so_b, so_t, so_h, G: tl.constexpr,
-                  D: tl.constexpr, SPLITS: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_D: tl.constexpr):
-    """out = sum_s exp(m_s - m) acc_s / sum_s exp(m_s - m) l_s, with m = max_s m_s."""
-    b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
-    r = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = r < T * G
-    d = tl.arange(0, BLOCK_D)
-    mask = row_ok[:, None] & (d < D)[None, :]
-    base = (b * tl.num_programs(1) + h) * SPLITS * T * G
-    m = tl.full([BLOCK_M], -1.0e30, tl.float32)
-    for s in range(SPLITS):
-        m = tl.maximum(m, tl.load(ml_ptr + 2 * (base + s * T * G + r), mask=row_ok,
-                                  other=-1.0e30))
-    l_sum = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    for s in range(SPLITS):
-        part = base + s * T * G + r
-        w = tl.exp(tl.load(ml_ptr + 2 * part, mask=row_ok, other=-1.0e30) - m)
-        l_sum += w * tl.load(ml_ptr + 2 * part + 1, mask=row_ok, other=0.0)
-        acc += w[:, None] * tl.load(acc_ptr + part[:, None] * D + d[None, :], mask=mask,
-                                    other=0.0)
-    out = acc / tl.where(l_sum > 0, l_sum, 1.0)[:, None]
-    t = (r // G).to(tl.int64)
-    head = h * G + (r % G)
-    tl.store(out_ptr + b * so_b + t[:, None] * so_t + head[:, None] * so_h + d[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def num_splits(programs: int, width: int, block_n: int, unsplit_max_width: int = 0) -> int:
@@ -211,12 +198,17 @@ def paged_attention(
     tiles = triton.cdiv(t * group, block_m)
     splits = FORCE_SPLITS or num_splits(bs * nkv * tiles, table.shape[1], block_n,
                                         UNSPLIT_MAX_WIDTH)
-    acc = ml = out  # unused placeholders unless split
+    acc = ml = cnt = out  # unused placeholders unless split (cnt: unless fused too)
+    fused = splits > 1 and FUSED_MERGE
+    no_merge = dict(MERGE_M=1, SPLITS_P2=1, SB=1)  # the merge constexprs when it is not here
+    merge = merge_blocks(t * group, block_m, block_d, splits) if splits > 1 else no_merge
     if splits > 1:
         acc = torch.empty(bs, nkv, splits, t * group, d, device=dev, dtype=torch.float32)
         ml = torch.empty(bs, nkv, splits, t * group, 2, device=dev, dtype=torch.float32)
+    if fused:
+        cnt = counters(dev, bs * nkv * tiles)
     _paged_attention_kernel[(bs, nkv, tiles * splits)](
-        q, k_pool, v_pool, table, req_rows, positions, kv_lens, out, acc, ml,
+        q, k_pool, v_pool, table, req_rows, positions, kv_lens, out, acc, ml, cnt,
         t, table.shape[0], table.shape[1], window or 1, d**-0.5 if sm_scale is None else sm_scale,
         splits,
         q.stride(0), q.stride(1), q.stride(2),
@@ -227,10 +219,11 @@ def paged_attention(
         G=group, D=d, CAUSAL=causal, WINDOWED=window is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
+        FUSED=fused, **(merge if fused else no_merge),
         num_warps=4, num_stages=2,
     )
-    if splits > 1:
+    if splits > 1 and not fused:
         _merge_kernel[(bs, nkv, tiles)](
-            acc, ml, out, t, out.stride(0), out.stride(1), out.stride(2),
-            G=group, D=d, SPLITS=splits, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=4)
+            acc, ml, out, t, splits, out.stride(0), out.stride(1), out.stride(2),
+            G=group, D=d, BLOCK_M=block_m, BLOCK_D=block_d, **merge, num_warps=4)
     return out
