@@ -70,15 +70,17 @@ def test_triton_kernel_inside_decoder_layer(seed, monkeypatch):
         assert_close(g, w, kind="reduction", name=name)
 
 
-def test_forward_switch_is_cuda_only(monkeypatch):
-    """FUSED_QK on: a CPU Target.forward still takes the eager branch (fused_qk=False)."""
+@pytest.mark.parametrize("switch, position", [("FUSED_QK", 9), ("TRITON_GEMV", 10)])
+def test_forward_switches_are_cuda_only(monkeypatch, switch, position):
+    """A kernel switch on: a CPU Target.forward still passes False for it to the layer
+    (fused_qk is decoder_layer's argument 9, triton_gemv its argument 10)."""
     seen = []
 
     def layer(*args):
-        seen.append(args[9])  # fused_qk
+        seen.append(args[position])
         return args[0]
 
-    monkeypatch.setattr(model, "FUSED_QK", True)
+    monkeypatch.setattr(model, switch, True)
     g = torch.Generator().manual_seed(0)
     cfg = ModelConfig(vocab_size=8, hidden_size=H, intermediate_size=INTER, num_layers=1,
                       num_heads=NH, num_kv_heads=NKV, head_dim=D, rms_norm_eps=1e-6,

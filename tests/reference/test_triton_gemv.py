@@ -9,9 +9,8 @@ import torch
 
 import kernels
 from reference import model, ops
-from reference.config import ModelConfig
-from reference.model import decoder_layer, rope_cache
-from tests.reference.test_fused_qk import INTER, NH, NKV, D, H, _inputs, _layer
+from reference.model import decoder_layer
+from tests.reference.test_fused_qk import INTER, NH, NKV, D, H, _inputs
 from workbench.numerics import assert_close
 
 
@@ -84,29 +83,6 @@ def test_more_than_max_rows_stays_on_the_matmul(monkeypatch):
     assert calls == []
     for g, w in zip(got, _run(4, False, bs=2, t=9)):
         assert torch.equal(g, w)
-
-
-def test_forward_switch_is_cuda_only(monkeypatch):
-    """TRITON_GEMV on: a CPU Target.forward still passes triton_gemv=False."""
-    seen = []
-
-    def layer(*args):
-        seen.append(args[10])  # triton_gemv
-        return args[0]
-
-    monkeypatch.setattr(model, "TRITON_GEMV", True)
-    g = torch.Generator().manual_seed(0)
-    cfg = ModelConfig(vocab_size=8, hidden_size=H, intermediate_size=INTER, num_layers=1,
-                      num_heads=NH, num_kv_heads=NKV, head_dim=D, rms_norm_eps=1e-6,
-                      rope_theta=1e4, max_position=64, layer_types=("full_attention",))
-    target = model.Target(cfg, torch.randn(8, H, generator=g), [_layer(g)], torch.ones(H),
-                          torch.randn(8, H, generator=g), rope_cache(D, 1e4, 64, "cpu"),
-                          fast_layer=layer)
-    x, _, _, attn, loc, pools = _inputs(0)
-    batch = model.ForwardBatch(attn.positions, loc.view(2, 3), attn.req_rows, attn.kv_lens)
-    target.forward(torch.zeros(2, 3, dtype=torch.int64), batch, attn.req_to_token,
-                   pools[:1], pools[1:])
-    assert seen == [False]
 
 
 @pytest.mark.gpu
