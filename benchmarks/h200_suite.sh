@@ -89,11 +89,11 @@ case $part in
   serve)
     toy=()
     [ -f $A/dflash-b16/config.json ] && toy=(--toy $A)
-    run serve 240 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE[@]}"
-    WORKBENCH_COMPILED_PREFILL=1 run serve_compiled_prefill 120 python -m workbench \
+    run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE[@]}"
+    WORKBENCH_COMPILED_PREFILL=1 run serve_compiled_prefill 110 python -m workbench \
       serve-bench --out "$R/serve_compiled_prefill" --concurrency 1,32 "${SERVE[@]}"
     if [ -z "$micro" ]; then
-      run bench 120 python -m reference.bench --out "$R/engine_ablation.json" "${BENCH[@]}"
+      run bench 200 python -m reference.bench --out "$R/engine_ablation.json" "${BENCH[@]}"
     fi
     ;;
   *)
