@@ -36,7 +36,7 @@ from reference.generate import generate
 VARIANTS = (("current", False, False, False, 0), ("+fused qk", True, False, False, 0),
             ("+attn rule", False, True, False, 0), ("both", True, True, False, 0),
             ("+fused merge", False, False, True, 0), ("+triton gemv", False, False, False, 1),
-            ("+gemv gate_up", False, False, False, 2))
+            ("+gemv gate_up", False, False, False, 2), ("qk+merge+gemv", True, False, True, 1))
 
 
 def decode_graph_ms(target, reps: int = 50) -> float | None:
