@@ -179,18 +179,22 @@ def plot_curves(curves: list[dict], out: Path) -> None:
 
 
 def run(cfg: AcceptanceConfig, out: Path) -> list[dict]:
-    """Measure, then write every output into `out`; returns the results rows."""
+    """Measure, then write every output into `out` (results.md ends with the paper's
+    orderings these rows decide: experiments/acceptance_checks.py); returns the rows."""
     import yaml
+
+    from experiments.acceptance_checks import checks_markdown
 
     out.mkdir(parents=True, exist_ok=True)
     rows, curves = measure(cfg)
     write_csv(out / "results.csv", rows)
     write_csv(out / "curves.csv", curves)
-    (out / "results.md").write_text(markdown_table(rows))
+    report = markdown_table(rows) + checks_markdown(rows)
+    (out / "results.md").write_text(report)
     (out / "config_resolved.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg)))
     if cfg.plots:
         plot_curves(curves, out)
-    print(markdown_table(rows))
+    print(report)
     return rows
 
 

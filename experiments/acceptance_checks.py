@@ -1,0 +1,71 @@
+"""The paper's orderings, checked on the rows of `python -m experiments.acceptance`.
+
+Each check reads the greedy (T = 0) rows of the test split (or of the first split measured)
+and states one claim of shared/research/dflash-paper.md with the numbers behind it:
+
+- table 9: KV injection beats input fusion ("diffusion only") and DFlash-AR ("injection
+  only") at equal depth and steps;
+- table 10: target features beat none by a wide margin (tau ratio >= 1.2);
+- table 13: random anchors beat uniform blocks; figure 5: the decayed loss beats a flat one;
+- the block drafter beats the EAGLE-style chain at equal steps;
+- table 8: train B = 16 -> test B = 8 holds up better than train 8 -> test 16 (each relative
+  to the drafter trained at the test size);
+- figure 3: the block drafter's draft time per round is flat in B (B = 32 within 1.5x of
+  B = 4) while the chain drafters' grows (at least 3x).
+
+A check whose drafters were not measured in these rows is left out.
+"""
+
+from __future__ import annotations
+
+FLAT, GROWS = 1.5, 3.0
+
+
+def _greedy(rows: list[dict]) -> dict[tuple[str, int], dict]:
+    """(drafter, test B) -> the T = 0 row of the test split (or of the first split)."""
+    splits = {r["split"] for r in rows}
+    split = "test" if "test" in splits else rows[0]["split"]
+    return {(r["drafter"], r["test_B"]): r for r in rows
+            if r["split"] == split and float(r["T"]) == 0.0}
+
+
+def _tau(rows: dict, name: str) -> float | None:
+    own = [r for (d, _), r in rows.items() if d == name and r["train_B"] == r["test_B"]]
+    return own[0]["tau"] if own else None
+
+
+def paper_checks(rows: list[dict]) -> list[tuple[str, str, bool]]:
+    """(claim, numbers, holds) for every check these rows can decide."""
+    g = _greedy(rows) if rows else {}
+    out = []
+    pairs = (("table 9: KV injection > input fusion", "ablations/full", "ablations/fusion", 1.0),
+             ("table 9: KV injection > DFlash-AR", "ablations/full", "ablations/ar", 1.0),
+             ("table 10: target features >> none", "ablations/full", "ablations/no-features",
+              1.2),
+             ("table 13: random anchors > uniform blocks", "ablations/full",
+              "ablations/uniform", 1.0),
+             ("figure 5: decayed loss > flat loss", "ablations/full", "ablations/no-decay", 1.0),
+             ("block drafter > EAGLE-style chain", "ablations/full", "ablations/eagle", 1.0))
+    for claim, a, b, ratio in pairs:
+        ta, tb = _tau(g, a), _tau(g, b)
+        if ta is not None and tb is not None:
+            out.append((claim, f"tau {ta:.2f} vs {tb:.2f} (x{ta / tb:.2f})", ta > ratio * tb))
+    t = {(r["train_B"], b): r["tau"] for (d, b), r in g.items() if d.startswith("dflash-b")}
+    if all(k in t for k in ((16, 8), (8, 8), (8, 16), (16, 16))):
+        down, up = t[16, 8] / t[8, 8], t[8, 16] / t[16, 16]
+        out.append(("table 8: train 16 -> test 8 holds up better than train 8 -> test 16",
+                    f"{down:.2f} of the B=8 drafter vs {up:.2f} of the B=16 drafter",
+                    down > up))
+    for name, grows in (("dflash-b16", False), ("ablations/ar", True), ("ablations/eagle", True)):
+        if (name, 4) in g and (name, 32) in g and g[name, 4]["draft_ms_per_round"] > 0:
+            r = g[name, 32]["draft_ms_per_round"] / g[name, 4]["draft_ms_per_round"]
+            claim = f"figure 3: {name} draft time " + ("grows" if grows else "is flat") + " in B"
+            out.append((claim, f"B=32 / B=4 = {r:.2f}x", r >= GROWS if grows else r <= FLAT))
+    return out
+
+
+def checks_markdown(rows: list[dict]) -> str:
+    """The checks as a markdown list (empty when no check applies)."""
+    lines = [f"- {'holds' if ok else 'DOES NOT HOLD'}: {claim} ({nums})"
+             for claim, nums, ok in paper_checks(rows)]
+    return "\n## The paper's orderings (T = 0)\n\n" + "\n".join(lines) + "\n" if lines else ""

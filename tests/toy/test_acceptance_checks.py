@@ -1,0 +1,36 @@
+"""The paper-ordering checks of experiments/acceptance_checks.py on hand-made rows."""
+
+from __future__ import annotations
+
+from experiments.acceptance_checks import checks_markdown, paper_checks
+
+
+def _row(drafter, tau, train_b=16, test_b=16, draft_ms=1.0, split="test", temp=0.0):
+    return {"drafter": drafter, "tau": tau, "train_B": train_b, "test_B": test_b,
+            "split": split, "T": temp, "draft_ms_per_round": draft_ms}
+
+
+def test_ablation_orderings_hold_and_fail_as_the_numbers_say():
+    rows = [_row("ablations/full", 4.0), _row("ablations/fusion", 3.0),
+            _row("ablations/ar", 4.5), _row("ablations/no-features", 3.5),
+            _row("ablations/full", 1.0, temp=1.0), _row("ablations/fusion", 9.0, split="val")]
+    got = {claim: ok for claim, _, ok in paper_checks(rows)}
+    assert got == {"table 9: KV injection > input fusion": True,
+                   "table 9: KV injection > DFlash-AR": False,
+                   "table 10: target features >> none": False}  # 4.0 / 3.5 < 1.2
+    assert "DOES NOT HOLD: table 9: KV injection > DFlash-AR (tau 4.00 vs 4.50" in \
+        checks_markdown(rows)
+
+
+def test_block_size_asymmetry_and_latency_shape():
+    rows = [_row("dflash-b16", 3.0, 16, 8), _row("dflash-b8", 3.2, 8, 8),
+            _row("dflash-b8", 3.0, 8, 16), _row("dflash-b16", 4.5, 16, 16),
+            _row("dflash-b16", 2.0, 16, 4, draft_ms=1.0),
+            _row("dflash-b16", 4.0, 16, 32, draft_ms=1.2),
+            _row("ablations/ar", 2.0, 16, 4, draft_ms=0.5),
+            _row("ablations/ar", 3.0, 16, 32, draft_ms=4.0)]
+    got = {claim: ok for claim, _, ok in paper_checks(rows)}
+    assert got["table 8: train 16 -> test 8 holds up better than train 8 -> test 16"]
+    assert got["figure 3: dflash-b16 draft time is flat in B"]
+    assert got["figure 3: ablations/ar draft time grows in B"]
+    assert checks_markdown([_row("other", 2.0)]) == ""
