@@ -11,6 +11,9 @@ with a stage.json keyed on its config and the data stage's key; done ones are sk
 starts an ablation only if its max_minutes still fits in --budget-minutes, so one command
 stays under a machine's time limit; rerun it to continue. `--parallel` trains every
 ablation at the same time, one process each (small drafters leave an H200 mostly idle).
+600 steps each: all of them (the EAGLE chain is the slowest per step) should finish inside
+their 3 minutes even while sharing the GPU, so the comparison stays at equal steps; each
+stage.json records steps_done to confirm it.
 Evaluate them with `python -m experiments.acceptance study=ablations`.
 """
 
@@ -28,7 +31,7 @@ from pathlib import Path
 from reference.toy.recipe import Recipe, is_done, stage_key
 from reference.toy.train_dflash import DFlashTrainConfig
 
-BASE = DFlashTrainConfig(block_size=16, steps=1500, max_minutes=3.0)
+BASE = DFlashTrainConfig(block_size=16, steps=600, max_minutes=3.0)
 ABLATIONS = {
     "full": {},
     "no-decay": {"no_decay": True},
