@@ -16,7 +16,36 @@
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
+#
+# Back on the CPU machine: bash benchmarks/h200_suite.sh post DEST DIR... unpacks every part's
+# chunks found in the DIRs (the device's files_at folders) into DEST (e.g.
+# benchmarks/h200-<date>), copies the zoo to experiments/zoo, installs the calibration tables,
+# and writes the validation, Spec V2 and self-spec reports.
 set -u
+if [ "$1" = post ]; then
+  dest=$2
+  shift 2
+  mkdir -p "$dest"
+  for part in toy train timing serve; do
+    chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
+    [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
+  done
+  rmdir "$dest/r" 2>/dev/null
+  [ -d "$dest/toy/zoo" ] && rm -rf experiments/zoo && cp -r "$dest/toy/zoo" experiments/zoo \
+    && rm -rf "$dest/toy/zoo"
+  find "$dest" -name "*.safetensors" -delete
+  ls "$dest"/timing/calibration/*.json >/dev/null 2>&1 && python -m workbench calibrate \
+    install "$dest"/timing/calibration/*.json hardware=h200
+  [ -f "$dest/timing/validation/validation-qwen3-8b.json" ] && python -m workbench validate \
+    report "$dest/timing/validation/validation-qwen3-8b.json"
+  if [ -f "$dest/serve/serve/serve_bench.json" ]; then
+    python -m experiments.spec_v2 --measured "$dest/serve/serve/serve_bench.json"
+    python -m experiments.spec_v2_host --measured "$dest/serve/serve/serve_bench.json"
+  fi
+  [ -f "$dest/train/selfspec/metrics.json" ] && python -m experiments.selfspec_whatif \
+    --toy-metrics "$dest/train/selfspec/metrics.json"
+  exit 0
+fi
 part=$1
 out=$2
 micro=${3:-}
