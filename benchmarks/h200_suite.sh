@@ -89,8 +89,8 @@ run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
 
 case $part in
   toy)
-    run recipe 420 python -m reference.toy.recipe --out $A --parallel --zoo "$R/zoo" "${RECIPE[@]}"
-    run acceptance 120 python -m experiments.acceptance artifacts=$A "hydra.run.dir=$R/acc" \
+    run recipe 460 python -m reference.toy.recipe --out $A --parallel --zoo "$R/zoo" "${RECIPE[@]}"
+    run acceptance 110 python -m experiments.acceptance artifacts=$A "hydra.run.dir=$R/acc" \
       "${ACC[@]}"
     ;;
   train)
