@@ -54,14 +54,11 @@ from reference.toy.variants import VARIANTS, context_features
 
 
 @dataclass(frozen=True)
-class DFlashTrainConfig:
-    """One drafter run. gamma None: the paper's value for the block size. max_minutes: the
-    schedule runs on wall time when that is shorter than `steps` (a stage time limit)."""
+class DrafterTrainConfig:
+    """What every drafter run shares (DFlash, its ablations, DSpark): depth, captured
+    features, data per step and the `fit` schedule. max_minutes: the schedule runs on wall
+    time when that is shorter than `steps` (a stage time limit)."""
 
-    block_size: int = 16
-    gamma: float | None = None
-    no_decay: bool = False
-    uniform: bool = False
     num_layers: int = 2
     num_features: int | None = None
     num_anchors: int = 64
@@ -72,6 +69,16 @@ class DFlashTrainConfig:
     clip: float = 1.0
     seed: int = 0
     max_minutes: float | None = None
+
+
+@dataclass(frozen=True)
+class DFlashTrainConfig(DrafterTrainConfig):
+    """One DFlash drafter run. gamma None: the paper's loss decay for the block size."""
+
+    block_size: int = 16
+    gamma: float | None = None
+    no_decay: bool = False
+    uniform: bool = False
     variant: str = "dflash"
 
     def layer_ids(self, num_target_layers: int) -> list[int]:
@@ -125,7 +132,8 @@ def usable_sequences(data: ToyDataset, block_size: int) -> list[int]:
     return [i for i in range(len(data)) if int(cont[i]) >= 2 * block_size]
 
 
-def fit(model: torch.nn.Module, pool: list[int], cfg, step_fn: Callable, tag: str,
+def fit(model: torch.nn.Module, pool: list[int], cfg: DrafterTrainConfig, step_fn: Callable,
+        tag: str,
         log_every: int | None = None) -> dict:
     """The drafters' optimisation loop: AdamW (0.9, 0.95, no weight decay), warmup then
     cosine on the step or wall-time schedule (`_progress`), clip at cfg.clip.

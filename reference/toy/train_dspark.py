@@ -37,25 +37,16 @@ from reference.toy.objective import (
     position_weights,
     random_anchors,
 )
-from reference.toy.train_dflash import fit, usable_sequences
+from reference.toy.train_dflash import DrafterTrainConfig, fit, usable_sequences
 
 
 @dataclass(frozen=True)
-class DSparkTrainConfig:
-    """One DSpark run; the fields shared with DFlashTrainConfig mean the same."""
+class DSparkTrainConfig(DrafterTrainConfig):
+    """One DSpark run: gamma drafted tokens (not DFlash's loss-decay gamma), the Markov rank
+    and the loss weights."""
 
     gamma: int = 15
     markov_rank: int = 128
-    num_layers: int = 2
-    num_features: int | None = None
-    num_anchors: int = 64
-    batch: int = 32
-    steps: int = 2000
-    lr: float = 6e-4
-    warmup: float = 0.04
-    clip: float = 1.0
-    seed: int = 0
-    max_minutes: float | None = None
     loss_decay: float = 4.0
     ce_alpha: float = 0.1
     tv_alpha: float = 0.9
