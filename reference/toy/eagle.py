@@ -165,11 +165,11 @@ def dense_eagle_hidden(drafter: Drafter, in_proj: torch.Tensor, target: Target,
     x = eagle_inputs(drafter, in_proj, target, ids, g_prev)
     causal = (w_ctx[None, :] <= w_ctx[:, None]).expand(bs, s, s)
     ctx_cos_sin = drafter.cos_sin[w_ctx.expand(bs, s)]
-    kv = []  # per layer: [context (k, v), then each chain step's (k, v)], (bs, *, nkv, D)
+    kv = []  # per layer: (k, v) of the context then of every chain step so far
     for w in drafter.layers:
         x, own = dense_layer(x, w, ctx_cos_sin, None, causal, cfg.num_heads, eps,
                              return_kv=True)
-        kv.append([own])
+        kv.append(own)
     rows = torch.arange(bs, device=dev)[:, None]
     feature = g_prev[rows, anchors]  # (bs, N, H): g_{p-1}
     blocks = torch.arange(n, device=dev)
@@ -182,10 +182,9 @@ def dense_eagle_hidden(drafter: Drafter, in_proj: torch.Tensor, target: Target,
         mask = torch.cat([to_ctx, own_block.expand(bs, n, -1)], dim=2)
         cos_sin = drafter.cos_sin[pos]
         for i, w in enumerate(drafter.layers):
-            keys = tuple(torch.cat([step[c] for step in kv[i]], dim=1) for c in (0, 1))
-            x, own = dense_layer(x, w, cos_sin, keys, mask, cfg.num_heads, eps,
+            x, own = dense_layer(x, w, cos_sin, kv[i], mask, cfg.num_heads, eps,
                                  return_kv=True)
-            kv[i].append(own)
+            kv[i] = tuple(torch.cat([old, new], dim=1) for old, new in zip(kv[i], own))
         feature = rms_norm(x, drafter.hidden_norm, eps)
         out.append(rms_norm(x, drafter.norm, eps))
     return torch.stack(out, dim=2)
