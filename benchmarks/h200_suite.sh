@@ -4,14 +4,16 @@
 #
 #   bash benchmarks/h200_suite.sh PART OUT [micro]
 #
-# PART: toy    the toy world (recipe with parallel drafters, zoo export) + acceptance (~7 min)
-#       train  ablations, DSpark study and self-spec fine-tune at once, then the acceptance
-#              studies (ablations, block size, latency) (~7 min; needs toy)
-#       timing calibration of every model, validation runs (~8 min)
-#       serve  serve-bench: Qwen3-8B shapes and the toy pair, sync vs overlap, then c = 1 and 32
-#              again with compiled prefill; the batch-1 engine ablation (fused q/k kernel,
-#              unsplit attention) (~8 min; needs toy)
-# The four parts need about 29 minutes of H200 time with the machine's start: run them in
+# PART: world    toy tokenizer, target and data (recipe up to the data stage); calibration of
+#                qwen3-8b; the simulator validation runs (~8 min)
+#       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
+#                export, the acceptance tables (~10 min; needs world)
+#       train    ablations, DSpark study and self-spec fine-tune at once (threads capped per
+#                process: nine trainers share 16 cores), then the acceptance studies
+#                (ablations, block size, latency) (~8 min; needs drafters)
+#       serve    the batch-1 engine ablation (fused q/k, split-K GEMV), serve-bench at c = 1
+#                and 32 with compiled prefill (~5 min)
+# The four parts need about 31 minutes of H200 time with the machine's start: run them in
 # this order (each later part is worth less than the one before if time runs short).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
@@ -26,18 +28,18 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in toy train timing serve; do
+  for part in world drafters train serve; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
   rmdir "$dest/r" 2>/dev/null
-  [ -d "$dest/toy/zoo" ] && rm -rf experiments/zoo && cp -r "$dest/toy/zoo" experiments/zoo \
-    && rm -rf "$dest/toy/zoo"
+  [ -d "$dest/drafters/zoo" ] && rm -rf experiments/zoo && cp -r "$dest/drafters/zoo" \
+    experiments/zoo && rm -rf "$dest/drafters/zoo"
   find "$dest" -name "*.safetensors" -delete
-  ls "$dest"/timing/calibration/*.json >/dev/null 2>&1 && python -m workbench calibrate \
-    install "$dest"/timing/calibration/*.json hardware=h200
-  [ -f "$dest/timing/validation/validation-qwen3-8b.json" ] && python -m workbench validate \
-    report "$dest/timing/validation/validation-qwen3-8b.json"
+  ls "$dest"/world/calibration/*.json >/dev/null 2>&1 && python -m workbench calibrate \
+    install "$dest"/world/calibration/*.json hardware=h200
+  [ -f "$dest/world/validation/validation-qwen3-8b.json" ] && python -m workbench validate \
+    report "$dest/world/validation/validation-qwen3-8b.json"
   if [ -f "$dest/serve/serve/serve_bench.json" ]; then
     python -m experiments.spec_v2 --measured "$dest/serve/serve/serve_bench.json"
     python -m experiments.spec_v2_host --measured "$dest/serve/serve/serve_bench.json"
@@ -55,7 +57,8 @@ mkdir -p "$R"
 export PYTHONUNBUFFERED=1
 
 if [ -n "$micro" ]; then
-  RECIPE=(--micro)
+  WORLD=(--micro)
+  DRAFT=(--micro)
   ABL=(--micro --budget-minutes 2)
   DSPARK=(--max-minutes 0.05 --dflash-minutes 0.05 --prompts 2 --max-new 12)
   SELFSPEC=(--minutes 0.05 --batch 4 --seq-len 48 --eval-prompts 2 --eval-max-new 12
@@ -68,15 +71,16 @@ if [ -n "$micro" ]; then
   SERVE=(--target random:tiny --device cpu --concurrency 1,2 --max-new-tokens 8
          --prompt-len 16)
 else
-  RECIPE=(--size small)
+  WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
+  DRAFT=(--size small --budget-minutes 9.5)
   ABL=(--budget-minutes 3.4)
   DSPARK=(--max-minutes 2.5 --dflash-minutes 1.5)
   SELFSPEC=(--minutes 2.5)
   ACC=()
-  CAL=(model=qwen3-8b --budget-s 170)  # the validated model gets the full grid
+  CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
   BENCH=(--ablate)
-  SERVE=()
+  SERVE=(--concurrency 1,32)
 fi
 
 run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
@@ -88,45 +92,41 @@ run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
 }
 
 case $part in
-  toy)
-    run recipe 460 python -m reference.toy.recipe --out $A --parallel --zoo "$R/zoo" "${RECIPE[@]}"
-    run acceptance 110 python -m experiments.acceptance artifacts=$A "hydra.run.dir=$R/acc" \
-      "${ACC[@]}"
+  world)
+    OMP_NUM_THREADS=8 run recipe 280 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+    run calibrate 185 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
+      "${CAL[@]}"
+    run validate 120 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
+    ;;
+  drafters)
+    OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $A --parallel \
+      --zoo "$R/zoo" "${DRAFT[@]}"
     ;;
   train)
-    run ablations 300 python -m reference.toy.ablations --out $A --parallel "${ABL[@]}" &
-    run dspark 330 python -m reference.toy.dspark_study --artifacts $A --out "$R/dspark" \
-      "${DSPARK[@]}" &
-    run selfspec 300 python -m reference.toy.train_selfspec --recipe $A --out "$R/selfspec" \
-      "${SELFSPEC[@]}" &
+    OMP_NUM_THREADS=1 run ablations 300 python -m reference.toy.ablations --out $A --parallel \
+      "${ABL[@]}" &
+    OMP_NUM_THREADS=4 run dspark 330 python -m reference.toy.dspark_study --artifacts $A \
+      --out "$R/dspark" "${DSPARK[@]}" &
+    OMP_NUM_THREADS=4 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
+      --out "$R/selfspec" "${SELFSPEC[@]}" &
     wait
     rm -f "$R"/selfspec/model/*.safetensors "$R"/dspark/*/model.safetensors
+    run acceptance 100 python -m experiments.acceptance artifacts=$A "hydra.run.dir=$R/acc" \
+      "${ACC[@]}"
     for study in ablations block_size latency; do
-      run "acc_$study" 90 python -m experiments.acceptance artifacts=$A study=$study \
+      run "acc_$study" 80 python -m experiments.acceptance artifacts=$A study=$study \
         "hydra.run.dir=$R/acc_$study" "${ACC[@]}"
     done
     ;;
-  timing)
-    run calibrate 200 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
-      "${CAL[@]}"
-    if [ -z "$micro" ]; then
-      run calibrate_rest 170 python -m workbench calibrate hardware=h200 \
-        --out "$R/calibration" model=toy,qwen3-4b,llama-3.1-8b --budget-s 45
-    fi
-    run validate 150 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
-    ;;
   serve)
-    toy=()
-    [ -f $A/dflash-b16/config.json ] && toy=(--toy $A)
-    run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE[@]}"
-    WORKBENCH_COMPILED_PREFILL=1 run serve_compiled_prefill 110 python -m workbench \
-      serve-bench --out "$R/serve_compiled_prefill" --concurrency 1,32 "${SERVE[@]}"
     if [ -z "$micro" ]; then
       run bench 200 python -m reference.bench --out "$R/engine_ablation.json" "${BENCH[@]}"
     fi
+    WORKBENCH_COMPILED_PREFILL=1 run serve 110 python -m workbench serve-bench \
+      --out "$R/serve_compiled_prefill" "${SERVE[@]}"
     ;;
   *)
-    echo "unknown part $part (toy, train, timing, serve)" >&2
+    echo "unknown part $part (world, drafters, train, serve)" >&2
     exit 2
     ;;
 esac

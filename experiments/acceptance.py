@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -98,13 +99,17 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
         for temp in cfg.temperatures:
             kw = dict(max_new_tokens=cfg.max_new_tokens, temperature=temp, seed=cfg.seed,
                       stop_token_ids=(tok.token_to_id(EOT),))
+            generate(target, prompts, **{**kw, "max_new_tokens": 4})
             plain = generate(target, prompts, **kw)
             for name in cfg.drafters:
                 for block in cfg.block_sizes or [None]:
                     proposer = load_variant(root / name, target, block_size=block)
+                    # Warm-up (graph capture, compilation) kept out of the timed run.
+                    generate(target, prompts, proposer=proposer,
+                             **{**kw, "max_new_tokens": 2 * proposer.block_size})
                     spec = generate(target, prompts, proposer=proposer, **kw)
                     c = acceptance_curves(spec.accept_lengths, proposer.block_size)
-                    key = {"drafter": name, "train_B": proposer.drafter.config.block_size,
+                    key = {"drafter": name, "train_B": trained_block_size(root / name),
                            "test_B": proposer.block_size, "split": split, "T": temp}
                     rows.append({**key, "tau": c["tau"], "rounds": c["rounds"],
                                  "full_block": c["hist"][-1],
@@ -126,6 +131,12 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
                     print(f"{name} B={proposer.block_size} {split} T={temp}: "
                           f"tau {c['tau']:.2f}", flush=True)
     return rows, curves
+
+
+def trained_block_size(drafter_dir: Path) -> int:
+    """The B a drafter was trained at: its config.json's block_size (a loaded proposer
+    carries the evaluation B, which `block_size=` overrides)."""
+    return int(json.loads((drafter_dir / "config.json").read_text())["block_size"])
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:

@@ -24,11 +24,13 @@ from reference import ops
 from reference.config import ModelConfig
 
 # Target.forward on CUDA runs the q/k norm, RoPE and K/V pool write of every layer as one
-# Triton launch (ops.qk_norm_rope_write) instead of Inductor's ~5 kernels. Off by default until
-# measured on the H200 (`python -m reference.bench --ablate`); WORKBENCH_FUSED_QK=1 turns it
-# on. The fused path rounds once (fp32 math), the eager path three times: outputs may differ
-# by bf16 ulps. Flip it before Target.enable_compile() and before the CUDA graphs are captured.
-FUSED_QK = os.environ.get("WORKBENCH_FUSED_QK", "0") == "1"
+# Triton launch (ops.qk_norm_rope_write) instead of Inductor's ~5 kernels. On by default since
+# the H200 ablation (`python -m reference.bench --ablate`, benchmarks/h200-2026-11-29c/serve/
+# engine_ablation.json): batch-1 Qwen3-8B GPU step 5.448 -> 5.126 ms, same greedy tokens;
+# WORKBENCH_FUSED_QK=0 turns it off. The fused path rounds once (fp32 math), the eager path
+# three times: outputs may differ by bf16 ulps. Flip it before Target.enable_compile() and
+# before the CUDA graphs are captured.
+FUSED_QK = os.environ.get("WORKBENCH_FUSED_QK", "1") == "1"
 # Target.forward on CUDA runs the wqkv, wo and down projections of a step of at most
 # ops.GEMV_MAX_ROWS tokens (decode, a bs-1 verify block) with the Triton GEMV (ops.gemv,
 # kernels/gemv) instead of cuBLAS; gate_up too with TRITON_GEMV_GATE_UP (cuBLAS already
