@@ -154,7 +154,12 @@ def markdown_table(rows: list[dict]) -> str:
         cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
         cells[cols.index("equal_plain")] = f"{r['equal_plain']}/{r['prompts']}"
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    note = ("\nequal_plain: requests whose output equals plain decoding token for token (at T = 0 "
+            "the same greedy function; in bf16 on the GPU a B-token verify and a 1-token decode "
+            "sum in different orders, so a near-tied argmax can flip and the texts part; the CPU "
+            "tests assert exact equality in fp32). At T = 1 both sample the same distribution "
+            "with different draws.\n")
+    return "\n".join(lines) + "\n" + note
 
 
 def plot_curves(curves: list[dict], out: Path) -> None:
