@@ -11,6 +11,8 @@ from HBM, as a decode step does. Bytes: W once, x, y. The bs-1 profile
 (benchmarks/h200-2026-11-29) had cuBLAS at 3.2 (wqkv), 3.1 (wo + splitK reduce), 4.19
 (gate_up), 3.7 (down + reduce) TB/s; the target is the kernel faster than cuBLAS, at about
 4.1 TB/s. `extra` keeps TB/s of both, do_bench (L2 flushed) views and the tuning table.
+The tuning times split-K configs (kernel.py, split_k.py) at the narrow shapes wqkv, wo and
+down (tune.split_candidates); a split winner shows "skS" in its config.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import itertools
 import torch
 
 from kernels.gemv import tune
-from kernels.gemv.kernel import gemv
+from kernels.gemv.kernel import GemvConfig, gemv
 from kernels.gemv.ref import gemv_ref
 from kernels.timing import Row, bench_us, graph_us
 
@@ -50,11 +52,12 @@ def check(dev: str = DEVICE, m: int = 7, n: int = 1000, k: int = 777) -> tuple:
     g = torch.Generator(device=dev).manual_seed(1)
     x = torch.randn(m, k, device=dev, generator=g).to(DTYPE)
     w = torch.randn(n, k, device=dev, generator=g).to(DTYPE)
-    configs = (tune.default_config(m, n, k), tune.DOT_CANDIDATES[0], tune.FMA_CANDIDATES[2])
+    configs = (tune.default_config(m, n, k), tune.DOT_CANDIDATES[0], tune.FMA_CANDIDATES[2],
+               GemvConfig(32, 128, 4, 3, True, 3), GemvConfig(16, 256, 4, 3, False, 2))
     parts = [_close(gemv(x, w, config=c), x.float() @ w.float().t(), x @ w.t()) for c in configs]
     parts.append(_close(gemv(x, w), x.float() @ w.float().t(), gemv_ref(x, w)))
-    return _merge("gemv", f"M={m} N={n} K={k} (default, dot, fma, tuned)", "bfloat16",
-                  parts)
+    return _merge("gemv", f"M={m} N={n} K={k} (default, dot, fma, split-K dot sk3 and fma "
+                  "sk2, tuned)", "bfloat16", parts)
 
 
 def _cycling(fn, ws: list[torch.Tensor]):

@@ -3,15 +3,20 @@
 Batch-1 decode is weight streaming: each layer reads wqkv, wo, gate_up and down once per
 step. One program owns BLOCK_N rows of W (N, K) and walks the whole K in BLOCK_K-wide
 chunks (contiguous, vectorised loads; W evicted first, x kept), accumulating in fp32; grid
-axis 0 covers N, axis 1 the rows of x in blocks of M_PAD (one block for M <= 16). No
-split-K: N >= 4096 at the Qwen3-8B shapes gives >= 256 programs at BLOCK_N = 16 (>= 512 at
-8) for 132 SMs, enough bytes in flight without a second pass. Two inner products:
+axis 0 covers N, axis 1 the rows of x in blocks of M_PAD (one block for M <= 16). That is
+enough bytes in flight for wide N (gate_up 24576 rows), not for narrow N and long K: o_proj
+4096x4096 and down_proj 4096x12288 give only 256-512 programs for 132 SMs, each walking all of
+K (H200, M = 1: 40.6 and 65.8 us against cuBLAS's 18.7 and 40.0). A config with split_k > 1
+runs split_k.py instead: SPLIT_K programs per N tile each take one K slice, store fp32
+partials, and the last of them to finish (an acq_rel counter) sums the partials in a fixed
+order and writes y, all in one launch (deterministic, CUDA-graph capturable). split_k = 1 is
+this kernel, unchanged. Two inner products (either kernel):
 
     dot   x tile (M_PAD >= 16, BLOCK_K) times the W tile on tensor cores (mma); the padding
           rows are masked loads, free on a memory-bound kernel.
     fma   M_PAD <= 4: per row of x, sum(W_tile * x_row) on CUDA cores (no padding).
 
-`config_for` picks (BLOCK_N, BLOCK_K, num_warps, num_stages, dot) per (N, K, M bucket,
+`config_for` picks (BLOCK_N, BLOCK_K, num_warps, num_stages, dot, split_k) per (N, K, M bucket,
 dtype): on CUDA the first call of a shape outside CUDA-graph capture times the candidates
 (tune.py) and caches the winner; under capture, on the CPU, or with WORKBENCH_GEMV_TUNE=0
 it takes `default_config` (deterministic); where cuBLAS timed faster than every candidate
@@ -32,23 +37,28 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import FLOAT_DTYPES, check_runnable
+from kernels._checks import FLOAT_DTYPES, check_int, check_runnable
 from kernels._checks import check_tensor as _check
+from kernels.gemv.split_k import gemv_split_k
 
 
 class GemvConfig(NamedTuple):
-    """Launch parameters: rows of W per program, K chunk, warps, pipeline stages, dot/fma."""
+    """Launch parameters: rows of W per program, K chunk, warps, pipeline stages, dot/fma,
+    K slices per N tile (1: the unsplit kernel; > 1: split_k.py)."""
 
     block_n: int
     block_k: int
     num_warps: int
     num_stages: int
     dot: bool
+    split_k: int = 1
 
     def __str__(self) -> str:
+        """E.g. "fma n16 k512 w4 s3", "dot n32 k512 w4 s3 sk4" (sk only when split)."""
         kind = "dot" if self.dot else "fma"
+        sk = f" sk{self.split_k}" if self.split_k != 1 else ""
         return (f"{kind} n{self.block_n} k{self.block_k} w{self.num_warps} "
-                f"s{self.num_stages}")
+                f"s{self.num_stages}{sk}")
 
 
 @triton.jit
@@ -136,6 +146,7 @@ def _check_args(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None) -> 
                 raise ValueError(f"config.{name} must be a power of two, got {v}")
         if config.dot and config.block_n < 16:
             raise ValueError(f"config.block_n must be >= 16 with dot, got {config.block_n}")
+        check_int("config.split_k", config.split_k, minimum=1)
     check_runnable("x", x)
 
 
@@ -152,8 +163,9 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     Args:
         x: (..., K) fp32/fp16/bf16, last dim contiguous; meant for M = x.numel() / K <= 16.
         w: (N, K), same dtype and device, rows contiguous (an nn.Linear weight).
-        config: launch parameters; None: `tune.config_for` (tuned on CUDA, default else;
-            cuBLAS where the tuning timed it faster than every candidate).
+        config: launch parameters (split_k > 1: the split-K kernel, split_k.py); None:
+            `tune.config_for` (tuned on CUDA, default else; cuBLAS where the tuning timed it
+            faster than every candidate).
         out: optional (M, N) contiguous output buffer in x's dtype.
     """
     _check_args(x, w, config)
@@ -175,12 +187,15 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     if k == 0:
         return y.zero_().view(*lead, n)
     pad = m_pad(m, config.dot)
+    ieee = w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.device.type == "cpu")
+    if config.split_k > 1:
+        gemv_split_k(x2, w, y, config, pad, ieee)
+        return y.view(*lead, n)
     grid = (triton.cdiv(n, config.block_n), triton.cdiv(m, pad))
     _gemv_kernel[grid](
         x2, w, y, m, n, k, x2.stride(0), w.stride(0), y.stride(0),
         M_PAD=pad, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-        NUM_STAGES=config.num_stages, DOT=config.dot,
-        IEEE=w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.device.type == "cpu"),
+        NUM_STAGES=config.num_stages, DOT=config.dot, IEEE=ieee,
         EVEN_K=k % config.block_k == 0, EVEN_N=n % config.block_n == 0,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )

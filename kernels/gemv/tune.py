@@ -11,6 +11,9 @@ the CPU (interpreter) always takes the default. TUNE_LOG keeps every timing for 
 The tuning also times cuBLAS (torch.matmul) on the same call: where it beats every candidate,
 the key caches None and the launcher calls cuBLAS instead (CUBLAS_FALLBACK;
 WORKBENCH_GEMV_CUBLAS_FALLBACK=0 keeps the Triton kernel whatever the timings).
+Candidates (`candidates(m, n, k)`): the unsplit DOT_CANDIDATES, FMA_CANDIDATES at M <= 4, and
+at narrow N (o_proj, down_proj, wqkv) up to 11 split-K configs (`split_candidates`; each
+timed candidate costs ~25 ms of GPU time).
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ FMA_CANDIDATES = (  # only for M <= FMA_MAX_ROWS
     GemvConfig(16, 512, 4, 3, False), GemvConfig(16, 256, 4, 4, False),
 )
 FMA_MAX_ROWS = 4
+SPLIT_BASES = (  # (block_n, block_k, num_warps, num_stages, dot), each at split_k SPLIT_KS
+    (16, 512, 4, 3, False), (16, 256, 4, 4, False), (32, 256, 4, 3, False),  # M <= 4 only
+    (16, 512, 4, 3, True), (32, 512, 4, 3, True), (64, 256, 4, 3, True),
+)
+SPLIT_KS = (2, 4, 8)
+SMS = 132  # an H200's SMs: split-K candidates keep 2 to 8 programs per SM
 CONFIGS: dict[tuple, GemvConfig | None] = {}  # None: cuBLAS was faster
 TUNE_LOG: dict[tuple, dict[str, float]] = {}  # key -> {str(config): us, "cublas": us}
 _warned: set[tuple] = set()
@@ -54,8 +63,30 @@ def key_of(m: int, n: int, k: int, w: torch.Tensor) -> tuple:
     return (n, k, m_bucket(m), str(w.dtype).removeprefix("torch."), str(w.device))
 
 
-def candidates(m: int) -> tuple[GemvConfig, ...]:
-    return DOT_CANDIDATES + (FMA_CANDIDATES if m <= FMA_MAX_ROWS else ())
+def split_candidates(m: int, n: int, k: int) -> tuple[GemvConfig, ...]:
+    """Split-K configs worth timing at (M, N, K): none where N is wide (cdiv(N, 16) >= 4*SMS:
+    the unsplit kernel has enough programs); else every SPLIT_BASES entry (fma ones only for
+    M <= FMA_MAX_ROWS) at each split_k in SPLIT_KS that gives 2*SMS to 8*SMS programs
+    (cdiv(N, block_n) * split_k) with slices of at least one K chunk (K >= split_k * block_k).
+    Qwen3-8B at M <= 4 (M > 4: dot only): 9 for wqkv 6144x4096 (5), 11 for wo 4096x4096 and
+    down 4096x12288 (5 each), none for gate_up 24576x4096."""
+    if -(-n // 16) >= 4 * SMS:
+        return ()
+    out = []
+    for bn, bk, warps, stages, dot in SPLIT_BASES:
+        if not dot and m > FMA_MAX_ROWS:
+            continue
+        for sk in SPLIT_KS:
+            if 2 * SMS <= -(-n // bn) * sk <= 8 * SMS and k >= sk * bk:
+                out.append(GemvConfig(bn, bk, warps, stages, dot, sk))
+    return tuple(out)
+
+
+def candidates(m: int, n: int, k: int) -> tuple[GemvConfig, ...]:
+    """Everything `tune` times at (M, N, K): the unsplit dot (and, M <= 4, fma) configs, then
+    the split-K ones of the shape."""
+    return (DOT_CANDIDATES + (FMA_CANDIDATES if m <= FMA_MAX_ROWS else ())
+            + split_candidates(m, n, k))
 
 
 def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig | None:
@@ -90,7 +121,7 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
     want = x.float() @ w.float().t()
     times: dict[str, float] = {}
     best, best_us = default_config(m, n, k), float("inf")
-    for cfg in candidates(m):
+    for cfg in candidates(m, n, k):
         try:
             gemv(x, w, config=cfg, out=y)
             err = float((y.float() - want).abs().max())

@@ -145,7 +145,7 @@ def test_a_key_tuned_to_cublas_calls_the_matmul(monkeypatch):
 
 def test_candidates_are_valid_configs():
     for m in (1, 16):
-        for cfg in tune.candidates(m):
+        for cfg in tune.candidates(m, 4096, 4096):
             for v in (cfg.block_n, cfg.block_k, cfg.num_warps):
                 assert v & (v - 1) == 0
             assert cfg.block_n >= 16 or not cfg.dot
