@@ -112,7 +112,9 @@ def main(argv=None) -> dict:
     p.add_argument("--profile", action="store_true", help="top kernels of bs-1 AR decode")
     p.add_argument("--device", default="cuda", help="cpu: a quick smoke run of the script")
     p.add_argument("--ablate", action="store_true",
-                   help="bs-1 AR only: current, +fused qk, +attention rule, both, +fused merge")
+                   help="bs-1 AR only: every switch of reference/bench_ablate.py VARIANTS")
+    p.add_argument("--variants", default=None,
+                   help="--ablate: comma-separated VARIANTS names (default: all)")
     p.add_argument("--unsplit-width", type=int, default=1024,
                    help="--ablate: the attention rule runs tables of width <= this unsplit")
     p.add_argument("--ablate-repeats", type=int, default=2)
@@ -161,8 +163,9 @@ def _ablate(args, cfg, prompt: list[int], dtype, state: dict, result: dict) -> d
     target = random_target(args.preset, device=args.device, dtype=dtype, state=state)
     if args.device == "cuda" and not args.no_compile:
         target.enable_compile()
+    names = args.variants.split(",") if args.variants else None
     result["ablation"] = ablate(target, prompt, args.new_tokens, args.unsplit_width,
-                                args.ablate_repeats)
+                                args.ablate_repeats, names)
     print(f"{result['gpu']}  torch {result['torch']}  triton {result['triton']}")
     print_ablation(result["ablation"])
     print(json.dumps(result))

@@ -2,8 +2,9 @@
 
 One process, one set of random Qwen3-8B weights, the variants interleaved `repeats` times:
 
-    current     eager q/k tail (Inductor's ~5 kernels), paged attention as today
-    +fused qk   reference.model.FUSED_QK: ops.qk_norm_rope_write, one Triton launch per layer
+    all off     every switch off: eager q/k tail (Inductor's ~5 kernels), cuBLAS projections
+    +fused qk   reference.model.FUSED_QK (the default since the 2026-11-29 H200 ablation):
+                ops.qk_norm_rope_write, one Triton launch per layer
     +attn rule  kernels.paged_attention.kernel.UNSPLIT_MAX_WIDTH = W: no split-K, no merge
                 launch, when the table width is at most W (the bench's table is
                 prompt + new + 2 rounded up to 64, e.g. 704)
@@ -14,12 +15,16 @@ One process, one set of random Qwen3-8B weights, the variants interleaved `repea
     +triton gemv  reference.model.TRITON_GEMV: wqkv, wo and down through the Triton GEMV
                 (kernels/gemv, tuned per shape on its first call, before capture)
     +gemv gate_up  the same and gate_up (reference.model.TRITON_GEMV_GATE_UP)
+    qk+gemv     fused q/k and the Triton GEMV (split-K configs among the tuned candidates)
+    qk+merge+gemv  fused q/k, fused merge and the Triton GEMV
 
 Each variant gets fresh CUDA graphs (the switches are read at capture; the compiled layer
 takes fused_qk as an argument, so torch.compile keeps one graph per value), a warm-up
 generate, then a timed generate. Per variant: tok/s and wall ms/step of `generate`, and the
 GPU ms/step of the captured decode graph replayed back to back (no host gaps: the device
-time of one step). Reported: the median over repeats, and the change against `current`.
+time of one step). Reported: the median over repeats, and the change against the first
+variant run (`all off` unless `names` leaves it out). `names` picks a subset (the bench's
+--variants).
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ from reference.cuda_graphs import GraphCache
 from reference.generate import generate
 
 # (name, fused qk, attention rule, fused merge, triton gemv: 0 off, 1 wqkv/wo/down, 2 +gate_up)
-VARIANTS = (("current", False, False, False, 0), ("+fused qk", True, False, False, 0),
+VARIANTS = (("all off", False, False, False, 0), ("+fused qk", True, False, False, 0),
             ("+attn rule", False, True, False, 0), ("both", True, True, False, 0),
             ("+fused merge", False, False, True, 0), ("+triton gemv", False, False, False, 1),
-            ("+gemv gate_up", False, False, False, 2), ("qk+merge+gemv", True, False, True, 1))
+            ("+gemv gate_up", False, False, False, 2), ("qk+gemv", True, False, False, 1),
+            ("qk+merge+gemv", True, False, True, 1))
 
 
 def decode_graph_ms(target, reps: int = 50) -> float | None:
@@ -78,16 +84,22 @@ def run_variant(target, prompt: list[int], new_tokens: int, fused: bool, unsplit
 
 
 def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
-           repeats: int = 2) -> dict:
-    """Interleaved runs of VARIANTS; returns {"variants": [...], "unsplit_width": ...}."""
+           repeats: int = 2, names: list[str] | None = None) -> dict:
+    """Interleaved runs of VARIANTS (those in `names` when given); returns {"variants":
+    [...], "unsplit_width": ...}."""
     from kernels.paged_attention import kernel as attention
+
+    unknown = sorted(set(names or ()) - {v[0] for v in VARIANTS})
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}; known: {[v[0] for v in VARIANTS]}")
+    variants = [v for v in VARIANTS if names is None or v[0] in names]
 
     saved = model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH, attention.FUSED_MERGE
     saved_gemv = model.TRITON_GEMV, model.TRITON_GEMV_GATE_UP
-    runs: dict[str, list[dict]] = {v[0]: [] for v in VARIANTS}
+    runs: dict[str, list[dict]] = {v[0]: [] for v in variants}
     try:
         for _ in range(repeats):
-            for name, fused, rule, merge, gemv in VARIANTS:
+            for name, fused, rule, merge, gemv in variants:
                 runs[name].append(run_variant(target, prompt, new_tokens, fused,
                                               unsplit_width if rule else 0, merge, gemv))
     finally:
@@ -97,7 +109,7 @@ def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
             target.runtime.graphs = GraphCache(target.device)
     table_width = target.runtime.pool.req_to_token.shape[1] if target.runtime else None
     rows = []
-    for name, fused, rule, merge, gemv in VARIANTS:
+    for name, fused, rule, merge, gemv in variants:
         r = runs[name]
         gpu = [x["gpu_step_ms"] for x in r if x["gpu_step_ms"] is not None]
         rows.append({"variant": name, "fused_qk": fused,
@@ -112,7 +124,7 @@ def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
         row["tok_s_gain"] = row["tok_s"] / base["tok_s"] - 1
         if row["gpu_step_ms"] is not None:
             row["gpu_saving_us"] = 1e3 * (base["gpu_step_ms"] - row["gpu_step_ms"])
-        row["same_tokens_as_current"] = row["runs"][0]["tokens_head"] == \
+        row["same_tokens_as_first"] = row["runs"][0]["tokens_head"] == \
             base["runs"][0]["tokens_head"]
     from kernels.gemv import tune
 
@@ -132,7 +144,7 @@ def print_ablation(a: dict) -> None:
         gpu = "-" if r["gpu_step_ms"] is None else f"{r['gpu_step_ms']:.3f}"
         saved = "-" if r["gpu_step_ms"] is None else f"{r['gpu_saving_us']:.0f}"
         print(f"{r['variant']:<14} {r['tok_s']:>7.1f} {r['tok_s_gain']:>+7.1%} "
-              f"{r['step_ms']:>8.3f} {gpu:>11} {saved:>12}  {r['same_tokens_as_current']}")
+              f"{r['step_ms']:>8.3f} {gpu:>11} {saved:>12}  {r['same_tokens_as_first']}")
     for key, cfg in a.get("gemv_configs", {}).items():  # the tuned GEMV shapes
         times = a["gemv_tune_us"].get(key, {})
         mine = min((v for k, v in times.items() if k != "cublas" and v == v), default=None)
