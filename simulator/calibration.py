@@ -3,10 +3,14 @@
 A table holds one operation's seconds on a rectilinear grid (axes such as requests `n`,
 tokens per request `q`, committed context `kv`). `Table.__call__` interpolates multilinearly
 between grid points and extrapolates linearly beyond the ends, so a prediction at a grid
-point is the measurement itself. Cells left unmeasured (out of memory, out of time) are
-filled before use by least-squares lines along one axis at a time (`fill_gaps`): the
-regression only covers gaps. `heldout_report` scores a table on measurements that were not
-used to build it. Pure numpy, so the GPU machine (no simpy) can fit and score its tables.
+point is the measurement itself, unless the measurement breaks monotonicity: every axis is
+an amount of work (requests, tokens, context, rows), so the measured grid is first replaced
+by its lower monotone envelope (`monotone_envelope`: a point that reads slower than a larger
+workload was measured in a slow state, and the larger workload bounds it). Cells left
+unmeasured (out of memory, out of time) are filled before use by least-squares lines along
+one axis at a time (`fill_gaps`): the regression only covers gaps. `heldout_report` scores a
+table on measurements that were not used to build it. Pure numpy, so the GPU machine (no
+simpy) can fit and score its tables.
 
 `load_calibration(path, model)` reads a file and refuses one whose recorded model shapes
 differ from the model being simulated.
@@ -37,6 +41,41 @@ def _fill_line(values: np.ndarray, x: np.ndarray) -> bool:
     return True
 
 
+def monotone_envelope(seconds: np.ndarray) -> np.ndarray:
+    """The largest grid that is non-decreasing along every axis and nowhere above `seconds`.
+
+    seconds: any shape, seconds per grid cell, NaN where unmeasured (stays NaN, and bounds
+    nothing). Each cell becomes the minimum over the cells at least as large on every axis
+    (a reverse cumulative minimum along each axis in turn): time(n) = min over n' >= n of
+    measured(n'), likewise along q, kv, rows or tokens. Why: every axis of a table is an
+    amount of work, and more work on the same hardware is never faster. The errors of a GPU
+    timing are one-sided: a cold start (clocks ramping, first compilation or autotuning) or a
+    poor compiled variant of a shape makes a point slower than the hardware runs it, nothing
+    makes it faster; so when a smaller workload reads slower than a larger one, the smaller
+    one is the wrong measurement and the larger workload's time is its best bound (H200,
+    qwen3-8b, 2026-11-29: the n = 1 target row, measured first, read up to 2.5x slower than
+    n = 4 at q = 16, where the validation engine ran n = 1 at n = 4's time). A monotone grid
+    is returned unchanged.
+    """
+    a = np.asarray(seconds, dtype=np.float64)
+    out = np.where(np.isfinite(a), a, np.inf)
+    for axis in range(out.ndim):
+        out = np.flip(np.minimum.accumulate(np.flip(out, axis), axis=axis), axis)
+    return np.where(np.isfinite(a), out, np.nan)
+
+
+def settle(monotone: np.ndarray, filled: np.ndarray) -> np.ndarray:
+    """The grid the predictor reads: measured cells from `monotone` (their envelope, NaN where
+    unmeasured), gaps from `filled` raised to at least every measured cell of less work, then
+    enveloped again. Monotone along every axis, and a regression guess never lowers a
+    measurement (each gap is at least every measured cell below it)."""
+    ok = np.isfinite(monotone)
+    low = np.where(ok, monotone, -np.inf)
+    for axis in range(low.ndim):
+        low = np.maximum.accumulate(low, axis=axis)
+    return monotone_envelope(np.where(ok, monotone, np.maximum(filled, low)))
+
+
 def fill_gaps(seconds: np.ndarray, axes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(filled copy, mask of filled cells): NaN cells from linear fits along the last axis
     first (context length, where time is near-linear), then the earlier axes."""
@@ -55,7 +94,13 @@ def fill_gaps(seconds: np.ndarray, axes: list[np.ndarray]) -> tuple[np.ndarray, 
 
 
 class Table:
-    """Multilinear interpolation (linear extrapolation) of seconds over named axes."""
+    """Multilinear interpolation (linear extrapolation) of seconds over named axes.
+
+    `raw` holds the measurements as recorded (NaN: unmeasured), `monotone` their envelope,
+    `values` the grid the predictor reads: that envelope with its gaps filled by regression
+    (`settle`), so predictions never decrease along any axis. `lowered` counts the measured
+    cells the envelope changed.
+    """
 
     def __init__(self, axes: dict[str, list[float]], seconds, name: str = ""):
         self.name, self.names = name, list(axes)
@@ -66,7 +111,14 @@ class Table:
         grid = np.asarray(seconds, dtype=np.float64).reshape([len(a) for a in self.axes])
         self.raw = grid
         self.measured = bool(np.isfinite(grid).any())  # False: no point at all (budget)
-        self.values, self.filled = fill_gaps(grid, self.axes)
+        self.monotone = monotone_envelope(grid)
+        filled, self.filled = fill_gaps(self.monotone, self.axes)
+        self.values = settle(self.monotone, filled)
+
+    @property
+    def lowered(self) -> int:
+        """How many measured cells the monotone envelope lowered."""
+        return int((np.isfinite(self.raw) & (self.values < self.raw)).sum())
 
     @classmethod
     def from_json(cls, name: str, d: dict) -> Table:
@@ -111,6 +163,7 @@ def build_tables(doc: dict) -> dict[str, Table]:
     llama-3.1-8b). An unmeasured draft cell is that structural value times the measured ratio
     at the nearest measured request count (same B and kv; else the median ratio, else 1):
     the plain per-axis regression cannot see that the draft's cost grows with n * B.
+    Ratios and kept cells come from the draft's monotone envelope, gaps settled as in `Table`.
     """
     built = {k: Table.from_json(k, v) for k, v in doc["tables"].items()}
     draft, target, head = built.get("draft"), built.get("target"), built.get("lm_head")
@@ -119,7 +172,7 @@ def build_tables(doc: dict) -> dict[str, Table]:
     share = doc["drafter"]["num_layers"] / doc["model"]["num_layers"]
     n, b, kv = np.meshgrid(*draft.axes, indexing="ij")
     structural = head(n * (b - 1)) + share * target(n, b, kv)
-    ratio = draft.raw / structural
+    ratio = draft.monotone / structural
     ok = np.isfinite(ratio)
     fill = np.full(ratio.shape, float(np.median(ratio[ok])) if ok.any() else 1.0)
     for idx in np.ndindex(ratio.shape[1:]):  # the nearest measured request count, same B, kv
@@ -128,7 +181,7 @@ def build_tables(doc: dict) -> dict[str, Table]:
         if seen.size:
             near = seen[np.abs(np.arange(line.size)[:, None] - seen[None, :]).argmin(axis=1)]
             fill[(slice(None), *idx)] = line[near]
-    draft.values = np.where(ok, draft.raw, fill * structural)
+    draft.values = settle(draft.monotone, fill * structural)
     draft.measured = True
     return built
 

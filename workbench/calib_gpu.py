@@ -11,6 +11,10 @@ prepare_block and accept_bonus kernels, and whole `generate` runs for the host t
 `GraphCache` per point, as the engine replays them) and timed over `reps` replays with CUDA
 events (median); the prefill on the host clock around a synchronized call. On the CPU the
 same code runs eagerly on the host clock (the tests' quick mode).
+
+Every timed shape is warm: a grid's shapes are all run once before its first timed point
+(`warm_shapes`), and each point replays its own shape untimed for at least `WARM_S` before
+the timed replays (`_seconds`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from reference.loaders import random_dflash, random_target
 from reference.model import ForwardBatch
 from reference.proposers import OracleProposer, Round, geometric_survival
 from reference.verify import Sampling
+
+WARM_S = 0.02  # untimed replays of a point's exact shape before its timed ones (seconds)
 
 
 class Bench:
@@ -92,8 +98,39 @@ class Bench:
             for r in rows:
                 self.pool.release(r)
 
+    @property
+    def in_time(self) -> bool:
+        """Whether the budget has time left (a check that records no skipped point)."""
+        return time.perf_counter() < self.deadline
+
+    def warm_shapes(self, axes: dict, measure) -> None:
+        """One untimed measure(rows, x, min(axes[2])) of every (requests, x) shape of a 3-axis
+        grid before its first timed point: requests ascending, x (tokens per request, block)
+        descending, so the GPU is busy before timing starts and each compiled specialization
+        is first traced at its largest x, as in `validate run` (whose first call uses the
+        largest block). torch.compile(dynamic=True) gives size-1 dimensions graphs of their
+        own (n = 1, q = 1), each traced at the first shape it meets. H200 2026-11-29,
+        qwen3-8b, ascending grid: the n = 1 row read slower than n = 4 (q = 16: 18 vs 7 ms)
+        and so did `generate` at n = 1 in the same process (22 ms per B = 16 DFlash round),
+        where the `validate run` process ran that round in ~9 ms. Stops when the budget runs
+        out (a warm-up loses no point, so nothing is counted as skipped)."""
+        a0, a1, a2 = axes.values()
+        y = min(a2)
+        for n in a0:
+            with self.rows(n, max(a1) + y) as rows:
+                for x in sorted(a1, reverse=True):
+                    if rows is None or not self.in_time:
+                        break
+                    measure(rows, x, y)
+
     def _seconds(self, run) -> float:
-        """Median device seconds of `reps` back-to-back calls of run() (one sync at the end)."""
+        """Median device seconds of `reps` back-to-back calls of run() (one sync at the end),
+        after untimed synchronized calls for at least WARM_S on the GPU (clocks up; 2 calls)."""
+        t0, calls = time.perf_counter(), 0
+        while calls < 2 or (self.cuda and time.perf_counter() - t0 < WARM_S):
+            run()
+            Fence(self.cuda, timing=False).record().synchronize()
+            calls += 1
         fences = [Fence(self.cuda) for _ in range(self.reps + 1)]
         fences[0].record()
         for f in fences[1:]:
@@ -106,7 +143,7 @@ class Bench:
         """Seconds of fn(*inputs) replayed from a CUDA graph (eager on the CPU)."""
         cache = GraphCache(self.dev)
         run = lambda: cache.run("calibration", fn, *inputs)  # noqa: E731
-        run()  # capture (after its warm-up calls) and one replay
+        run()  # capture (after its warm-up calls) and one replay; _seconds warms further
         return self._seconds(run)
 
     def _tensor(self, values) -> torch.Tensor:

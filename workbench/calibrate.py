@@ -4,9 +4,10 @@ Times the reference engine's pieces on random weights of each model (workbench/c
 over a grid (requests x tokens per request x context, memory-aware: points whose KV does not
 fit are left to the gap regression), plus held-out points off the grid, then builds the
 interpolating tables (simulator/calibration.py), fits the host time per round, scores every
-predictor on its held-out points, and writes `<out>/<model>.json` (default out:
-conf/calibration/<hardware>/) with the metadata the simulator checks. Each model stops
-measuring at `--budget-s` (the rest is filled by regression and counted in `skipped`).
+predictor on its held-out points (workbench/calib_fit.py), and writes `<out>/<model>.json`
+(default out: conf/calibration/<hardware>/) with the metadata the simulator checks. Each
+model stops measuring at `--budget-s` (the rest is filled by regression and counted in
+`skipped`; the untimed warm-up of every shape counts against it).
 `model=all` is toy, qwen3-4b, qwen3-8b, llama-3.1-8b. `--quick` is a tiny grid (CPU tests).
 Needs torch only (no hydra, no simpy). `python -m workbench calibrate install FILE...` (CPU)
 re-checks tables made elsewhere against conf/model/ and copies them into conf/calibration/.
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration import FORMAT, REPO_CONF, build_tables, heldout_report, round_gpu_s
+from simulator.calibration import FORMAT, REPO_CONF
+from workbench.calib_fit import borrow, fit, print_report
 from workbench.results import git_sha, version
 
 ALL = ("toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
@@ -46,10 +48,13 @@ QUICK = dict(
     eager_n=[1], prompt=8, new=6, reps=2)
 
 
-def _grid3(bench, name, axes, measure, held) -> tuple[dict, list]:
+def _grid3(bench, name, axes, measure, held, warm=True) -> tuple[dict, list]:
     """A 3-axis table (axes[0] = requests, a row needs axes[1] + axes[2] slots) and its
-    held-out points; a point whose KV does not fit, or comes after the budget, is NaN."""
+    held-out points; a point whose KV does not fit, or comes after the budget, is NaN.
+    warm: every (requests, axes[1]) shape run once untimed first (`Bench.warm_shapes`)."""
     a0, a1, a2 = axes.values()
+    if warm:
+        bench.warm_shapes(axes, measure)
     seconds = np.full((len(a0), len(a1), len(a2)), np.nan)
     for i, n in enumerate(a0):
         length = min(max(a1) + max(a2), bench.max_length(n))
@@ -125,7 +130,8 @@ def measure_model(name: str, g: dict, args) -> dict:
     tables["prefill"], held["prefill"] = _grid3(
         bench, "prefill", {"n": g["n"], "q": pq, "kv": [0]},
         lambda rows, x, y: bench.prefill(rows, x, y) if len(rows) * x <= g["prefill_max"]
-        else float("nan"), [(n, x, 0) for n, x in g["prefill_out"]])
+        else float("nan"), [(n, x, 0) for n, x in g["prefill_out"]],
+        warm=False)  # eager, no compiled shapes; each point runs once before its timing
     done("prefill")
     kernels = []
     for n in g["n"]:
@@ -163,39 +169,6 @@ def measure_model(name: str, g: dict, args) -> dict:
     return doc
 
 
-def fit(doc: dict) -> dict:
-    """Host time per round (a + b * requests, per method) from the graph-path generate runs,
-    and the held-out report of every table and of the whole round; returns doc."""
-    built = build_tables(doc)
-    buckets = doc["engine"]["buckets"]
-    fit_n = set(doc["grid"]["host_n"])
-    host, report = {}, {k: heldout_report(built[k], doc["heldout"].get(k, []))
-                        for k in built}
-    for method in ("none", "dflash"):
-        runs = [r[method] for r in doc["host_runs"]["graph"]]
-        for r in runs:
-            r["gpu_pred_s"] = round_gpu_s(built, buckets, method, r["n"], r["block"], r["kv"])
-        train = [r for r in runs if r["n"] in fit_n]
-        if not train:  # host runs skipped: no fit (install may borrow another model's)
-            continue
-        if len(train) >= 2:
-            b, a = np.polyfit([r["n"] for r in train],
-                              [r["wall_s"] - r["gpu_pred_s"] for r in train], 1)
-        else:
-            a, b = train[0]["wall_s"] - train[0]["gpu_pred_s"], 0.0
-        host[method] = {"a_s": max(float(a), 0.0), "b_s": float(b), "points": len(train)}
-        test = [r for r in runs if r["n"] not in fit_n]
-        err = [abs(r["gpu_pred_s"] + host[method]["a_s"] + host[method]["b_s"] * r["n"]
-                   - r["wall_s"]) / r["wall_s"] * 100 for r in test]
-        report[f"round_{method}"] = {
-            "points": len(err), "median_pct": float(np.median(err)) if err else None,
-            "p90_pct": float(np.percentile(err, 90)) if err else None,
-            "max_pct": float(max(err)) if err else None}
-    doc["host"] = host
-    doc["report"] = report
-    return doc
-
-
 def _device_info(torch, device: str) -> dict:
     if device != "cuda":
         return {"gpu": "cpu", "driver": None}
@@ -205,35 +178,6 @@ def _device_info(torch, device: str) -> dict:
     except (OSError, subprocess.SubprocessError):
         out = None
     return {"gpu": torch.cuda.get_device_name(), "driver": out or None}
-
-
-
-
-def print_report(doc: dict) -> None:
-    m = doc["model"]["name"]
-    print(f"{m}: measured in {doc['measure_wall_s']:.1f} s, skipped {doc['skipped'] or 'none'}")
-    for op, r in doc["report"].items():
-        if r["points"]:
-            print(f"  {op:<12} held-out {r['points']:>2} pts: median {r['median_pct']:.1f}% "
-                  f"p90 {r['p90_pct']:.1f}% max {r['max_pct']:.1f}%")
-    for method, h in doc["host"].items():
-        print(f"  host {method}: {1e6 * h['a_s']:.0f} us + {1e6 * h['b_s']:.1f} us/request"
-              + (f" (borrowed from {h['source']})" if "source" in h else ""))
-
-
-def borrow(docs: list[dict]) -> None:
-    """Give a table whose host runs were all skipped the host fit of the table, among
-    `docs` (same GPU and engine), with the most host runs: the host time per round is the
-    engine's Python and launches (CUDA graphs: one replay per piece), not the model's math.
-    The borrowed fit is marked with its `source` model."""
-    for method in ("none", "dflash"):
-        donors = [d for d in docs if method in d["host"] and "source" not in d["host"][method]]
-        if not donors:
-            continue
-        donor = max(donors, key=lambda d: d["host"][method]["points"])
-        for d in docs:
-            if method not in d["host"]:
-                d["host"][method] = {**donor["host"][method], "source": donor["model"]["name"]}
 
 
 def install(files: list[str], hardware: str) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration import REPO_CONF, load_calibration
+from simulator.calibration import REPO_CONF, heldout_report, load_calibration
 from simulator.metrics import weighted_stats
 from workbench import validation_diag as diag
 
@@ -180,6 +180,15 @@ def write_plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def heldout(calib: dict) -> dict:
+    """Held-out scores: each table's recomputed with the predictor the simulator reads
+    (`built`: monotone envelope, gap fill), the whole round's as stored by the fit."""
+    out = dict(calib.get("report", {}))
+    for op, t in calib["built"].items():
+        if calib.get("heldout", {}).get(op):
+            out[op] = heldout_report(t, calib["heldout"][op])
+    return out
+
 
 def write_markdown(doc: dict, calib: dict, rows: list[dict], path: Path) -> None:
     s, setup = summary(rows), doc["setup"]
@@ -194,10 +203,11 @@ def write_markdown(doc: dict, calib: dict, rows: list[dict], path: Path) -> None
         f"{calib['hardware'].get('driver')}, commit {calib.get('git_sha')}, {calib['date']}).",
         "", "## Held-out error of the calibration predictors", "",
         "| piece | points | median % | p90 % | max % |", "| --- | --: | --: | --: | --: |"]
-    for op, r in calib.get("report", {}).items():
+    for op, r in heldout(calib).items():
         if r["points"]:
             lines.append(f"| {op} | {r['points']} | {r['median_pct']:.1f} | {r['p90_pct']:.1f}"
                          f" | {r['max_pct']:.1f} |")
+    lines += ["", diag.envelope(calib)]
     lines += ["", "## Errors over the grid (|predicted - measured| / measured)", "",
               "| metric | replay median | replay max | sampled median | sampled max | "
               "real-vs-real spread (median) | target (replay median) |",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import simulator
-from simulator.calibration import load_calibration, round_gpu_s
+from simulator.calibration import load_calibration, monotone_envelope, round_gpu_s
 from simulator.params import ModelParams
 from tests.simulator.synthetic_calibration import BUCKETS, HOST, TOY, write_table
 from workbench import calibrate, validation_report
@@ -31,7 +31,8 @@ def test_quick_calibration_end_to_end_on_cpu(tmp_path):
     assert set(doc["host"]) == {"none", "dflash"}
     built = load_calibration(str(tmp_path / "tiny.json"), ModelParams(**TINY))["built"]
     point = doc["heldout"]["target"][0]["at"]
-    assert built["target"](1, 4, 32) == pytest.approx(doc["tables"]["target"]["seconds"][0][1][1])
+    measured = monotone_envelope(np.array(doc["tables"]["target"]["seconds"], dtype=float))
+    assert built["target"](1, 4, 32) == pytest.approx(measured[0, 1, 1])
     assert built["target"](*point) > 0
     r = simulator.run({"model": TINY, "spec": dict(method="dflash", block_size=4,
                                                    draft_layers=1, target_features=2),
@@ -99,3 +100,26 @@ def test_validation_report_from_synthetic_measurements(tmp_path):
     for row in rows:
         for m in ("throughput", "tpot_mean", "ttft"):
             assert abs(row[f"{m}_replay_err_pct"]) < 2.0, (row, m)
+
+
+def test_every_grid_shape_is_warmed_largest_block_first_before_timing():
+    import contextlib
+
+    from workbench.calib_gpu import Bench
+
+    class Stub:
+        in_time = True
+
+        @contextlib.contextmanager
+        def rows(self, n, length):
+            yield list(range(n))
+
+    calls = []
+    Bench.warm_shapes(Stub(), {"n": [1, 4], "q": [1, 2, 16], "kv": [512, 128]},
+                      lambda rows, x, y: calls.append((len(rows), x, y)))
+    assert calls == [(1, 16, 128), (1, 2, 128), (1, 1, 128), (4, 16, 128), (4, 2, 128),
+                     (4, 1, 128)]
+    Stub.in_time = False  # out of budget: no warm-up (and no point counted as skipped)
+    calls.clear()
+    Bench.warm_shapes(Stub(), {"n": [1], "q": [1], "kv": [8]}, lambda *a: calls.append(a))
+    assert calls == []
