@@ -2,9 +2,14 @@
 
 Each call is captured once per (key, input shapes); the engine pads the batch to a
 size bucket so a few graphs cover every batch. Inputs are copied into the graph's static
-buffers and the outputs are the graph's static tensors, valid until the next replay of the
-same graph. All graphs share one memory pool. On the CPU, or when disabled, `run` simply
-calls the function, so the same engine code runs eagerly.
+buffers and the outputs are the graph's static tensors. All graphs share one memory pool, so
+an output is valid only until the next `run` of *any* graph: a graph captured earlier reuses
+for its intermediates memory that a later capture may have given to its outputs (e.g. the
+verify graph, captured with a first drafter, replaying over a later drafter's draft output;
+PyTorch shares a pool safely only between graphs replayed in capture order). Copy or consume
+what is kept (`torch.cat`, `.clone()`) before the next `run`; tests/toy/test_engine_drafts.py
+models this on the CPU. On the CPU, or when disabled, `run` simply calls the function, so
+the same engine code runs eagerly.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class GraphCache:
 
     def run(self, key, fn: Callable, *inputs: torch.Tensor):
         """fn(*inputs) -> tensor, tuple of tensors, or None; replayed from a graph on CUDA.
+        The outputs are valid until the next `run` of any key (see the module docstring).
 
         `key` (hashable) names the computation: a graph captured under it is replayed for any
         later call with the same key and input shapes, so fn must then compute the same thing

@@ -98,6 +98,8 @@ class ARProposer(DFlashProposer):
     """DFlash-AR: B-1 one-token draft steps, causal over the injected context and the block."""
 
     def _draft_ar(self, anchor, positions, cache_loc, req_rows, prefix_lens) -> torch.Tensor:
+        """Drafts d_1..d_{B-1} (bs, B-1): step j reads token j (the anchor (bs,), then the
+        previous draft) at positions[:, j] and sees the context and steps 0..j."""
         tok, drafts = anchor, []
         for j in range(self.block_size - 1):
             batch = ForwardBatch(positions[:, j : j + 1], cache_loc[:, j : j + 1], req_rows,
@@ -108,12 +110,14 @@ class ARProposer(DFlashProposer):
             h = rms_norm(x[:, -1], self.drafter.norm, self.drafter.config.model.rms_norm_eps)
             tok = self.target.logits(h).argmax(dim=-1)
             drafts.append(tok)
-        return torch.stack([anchor, *drafts], dim=1)
+        return torch.stack(drafts, dim=1)
 
     def propose(self, rnd: Round) -> Proposal:
-        return Proposal(self.graphs.run(("ar-draft", id(self)), self._draft_ar,
-                                        rnd.verified_id, rnd.positions, rnd.cache_loc,
-                                        rnd.req_rows, rnd.prefix_lens))
+        drafts = self.graphs.run(("ar-draft", id(self)), self._draft_ar, rnd.verified_id,
+                                 rnd.positions, rnd.cache_loc, rnd.req_rows, rnd.prefix_lens)
+        # Out of the graph: its output lives in the graphs' shared pool, which the verify
+        # graph overwrites before the candidates are read (reference/cuda_graphs.py).
+        return Proposal(torch.cat([rnd.verified_id[:, None], drafts], dim=1))
 
 
 PROPOSERS = {"no_features": NoFeatureProposer, "fusion": FusionProposer, "ar": ARProposer}
