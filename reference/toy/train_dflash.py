@@ -190,7 +190,9 @@ def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainCo
         loss, acc = step_loss(model, target, data, rows, cfg, gen)
         return loss, {"acc": acc}
 
-    metrics = fit(model, pool, cfg, step_fn, f"dflash B={cfg.block_size}", log_every)
+    # The run's folder names it (ablations/<name>, dflash-b16): parallel runs share a log.
+    tag = f"{out.name} ({cfg.variant} B={cfg.block_size})"
+    metrics = fit(model, pool, cfg, step_fn, tag, log_every)
     model.save(out)
     metrics.update(config=asdict(cfg),
                    target_layer_ids=raw["dflash_config"]["target_layer_ids"])
