@@ -33,11 +33,13 @@ from reference.config import ModelConfig
 FUSED_QK = os.environ.get("WORKBENCH_FUSED_QK", "1") == "1"
 # Target.forward on CUDA runs the wqkv, wo and down projections of a step of at most
 # ops.GEMV_MAX_ROWS tokens (decode, a bs-1 verify block) with the Triton GEMV (ops.gemv,
-# kernels/gemv) instead of cuBLAS; gate_up too with TRITON_GEMV_GATE_UP (cuBLAS already
-# streams it at ~4.2 TB/s). Off by default until measured (`python -m reference.bench
-# --ablate`); WORKBENCH_TRITON_GEMV=1 / WORKBENCH_TRITON_GEMV_GATE_UP=1 turn them on. Flip
-# them before the CUDA graphs are captured (torch.compile guards on both).
-TRITON_GEMV = os.environ.get("WORKBENCH_TRITON_GEMV", "0") == "1"
+# kernels/gemv, tuned per shape against cuBLAS on first use, cuBLAS kept where it times
+# faster) instead of cuBLAS. On by default since the H200 ablation (benchmarks/h200-2026-11-29c/
+# serve/bs1_gemv): batch-1 Qwen3-8B GPU step 5.062 -> 4.744 ms on top of FUSED_QK, same greedy
+# tokens; WORKBENCH_TRITON_GEMV=0 turns it off. gate_up stays on cuBLAS (it streams at ~4.2
+# TB/s; WORKBENCH_TRITON_GEMV_GATE_UP=1 measured no better). Flip them before the CUDA graphs
+# are captured (torch.compile guards on both).
+TRITON_GEMV = os.environ.get("WORKBENCH_TRITON_GEMV", "1") == "1"
 TRITON_GEMV_GATE_UP = os.environ.get("WORKBENCH_TRITON_GEMV_GATE_UP", "0") == "1"
 
 
