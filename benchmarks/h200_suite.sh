@@ -11,8 +11,8 @@
 #       train    ablations, DSpark study and self-spec fine-tune at once (threads capped per
 #                process: nine trainers share 16 cores), then the acceptance studies
 #                (ablations, block size, latency) (~8 min; needs drafters)
-#       serve    the batch-1 engine ablation (fused q/k, split-K GEMV), serve-bench at c = 1
-#                and 32 with compiled prefill (~5 min)
+#       serve    the batch-1 engine ablation (fused q/k, Triton GEMV), serve-bench at c = 1
+#                and 32 with compiled prefill, batch-1 AR at prompt 512 (~6 min)
 # The four parts need about 31 minutes of H200 time with the machine's start: run them in
 # this order (each later part is worth less than the one before if time runs short).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
@@ -79,7 +79,7 @@ else
   ACC=()
   CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
-  BENCH=(--ablate)
+  BENCH=(--ablate --variants "all off,+fused qk,qk+gemv")
   SERVE=(--concurrency 1,32)
 fi
 
@@ -124,6 +124,10 @@ case $part in
     fi
     WORKBENCH_COMPILED_PREFILL=1 run serve 110 python -m workbench serve-bench \
       --out "$R/serve_compiled_prefill" "${SERVE[@]}"
+    if [ -z "$micro" ]; then  # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
+      run serve_bs1 90 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
+        --methods ar --prompt-len 512 --max-new-tokens 256
+    fi
     ;;
   *)
     echo "unknown part $part (world, drafters, train, serve)" >&2
