@@ -4,13 +4,16 @@ Batch-1 decode is weight streaming: each layer reads wqkv, wo, gate_up and down 
 step. One program owns BLOCK_N rows of W (N, K) and walks the whole K in BLOCK_K-wide
 chunks (contiguous, vectorised loads; W evicted first, x kept), accumulating in fp32; grid
 axis 0 covers N, axis 1 the rows of x in blocks of M_PAD (one block for M <= 16). That is
-enough bytes in flight for wide N (gate_up 24576 rows), not for narrow N and long K: o_proj
-4096x4096 and down_proj 4096x12288 give only 256-512 programs for 132 SMs, each walking all of
-K (H200, M = 1: 40.6 and 65.8 us against cuBLAS's 18.7 and 40.0). A config with split_k > 1
-runs split_k.py instead: SPLIT_K programs per N tile each take one K slice, store fp32
-partials, and the last of them to finish (an acq_rel counter) sums the partials in a fixed
-order and writes y, all in one launch (deterministic, CUDA-graph capturable). split_k = 1 is
-this kernel, unchanged. Two inner products (either kernel):
+enough bytes in flight for wide N (gate_up 24576 rows); for narrow N and long K (o_proj
+4096x4096, down_proj 4096x12288: 256-512 programs for 132 SMs, each walking all of K) a first
+H200 tuning read 40.6 and 65.8 us against cuBLAS's 18.7 and 40.0, so split-K candidates were
+added; the next tuning (benchmarks/h200-2026-11-29c/serve/bs1_gemv) timed the unsplit fma
+configs at 16.7 and 35.6 us, split-K at 17.7 and 36.3, cuBLAS at 19.2 and 40.0 (the first
+reading was disturbed). A config with split_k > 1 runs split_k.py instead: SPLIT_K programs
+per N tile each take one K slice, store fp32 partials, and the last of them to finish (an
+acq_rel counter) sums the partials in a fixed order and writes y, all in one launch
+(deterministic, CUDA-graph capturable). split_k = 1 is this kernel, unchanged. Two inner
+products (either kernel):
 
     dot   x tile (M_PAD >= 16, BLOCK_K) times the W tile on tensor cores (mma); the padding
           rows are masked loads, free on a memory-bound kernel.
