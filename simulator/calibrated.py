@@ -11,9 +11,10 @@ the method's sum is exactly the engine's round at grid points:
 - dflash: draft block(nb, B, kv) [draft layers, head on B-1 rows, argmax] + target(nb, B,
   kv) + lm_head(nb * B) + inject(nb * B) (DFlash in simulator/methods.py adds the heads and
   the injection of the real rows; the padding rows' share is added to the forwards here);
-- prefill: the measured `Engine.prefill` wall (n requests padded to the longest chunk), less
-  the host time the simulator adds around every round (the wall already contains it: adding
-  it again counted the host twice in TTFT);
+- prefill: the fit of the measured `Engine.prefill` wall (`PrefillFit`: a floor, then linear
+  in tokens and attention pairs; n requests padded to the longest chunk), less the host time
+  the simulator adds around every round (the wall already contains it: adding it again
+  counted the host twice in TTFT);
 - host: the time a round takes beyond its device time in `generate` (a + b * n, per method),
   split evenly into planning and processing; the copy is inside it. A table whose own host
   runs were skipped carries another model's fit (`host.<method>.source`, set at install).

@@ -8,9 +8,11 @@ an amount of work (requests, tokens, context, rows), so the measured grid is fir
 by its lower monotone envelope (`monotone_envelope`: a point that reads slower than a larger
 workload was measured in a slow state, and the larger workload bounds it). Cells left
 unmeasured (out of memory, out of time) are filled before use by least-squares lines along
-one axis at a time (`fill_gaps`): the regression only covers gaps. `heldout_report` scores a
-table on measurements that were not used to build it. Pure numpy, so the GPU machine (no
-simpy) can fit and score its tables.
+one axis at a time (`fill_gaps`): the regression only covers gaps. The prefill table is read
+through a fit instead (`PrefillFit`, simulator/prefill_fit.py: a launch-bound floor, then a
+line in tokens and attention pairs), which `build_tables` gives the simulator and the
+held-out scores alike. `heldout_report` scores a table on measurements that were not used
+to build it. Pure numpy, so the GPU machine (no simpy) can fit and score its tables.
 
 `load_calibration(path, model)` reads a file and refuses one whose recorded model shapes
 differ from the model being simulated.
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.params import ConfigError, ModelParams
+from simulator.prefill_fit import PrefillFit
 
 FORMAT = 1
 SHAPE_FIELDS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -154,7 +157,7 @@ class Table:
         return float(out) if out.ndim == 0 else out
 
 
-def build_tables(doc: dict) -> dict[str, Table]:
+def build_tables(doc: dict) -> dict[str, Table | PrefillFit]:
     """Every table of a calibration document, the draft block's gaps filled structurally.
 
     The DFlash draft layers have the target's layer shapes and attend to the same context
@@ -164,8 +167,10 @@ def build_tables(doc: dict) -> dict[str, Table]:
     at the nearest measured request count (same B and kv; else the median ratio, else 1):
     the plain per-axis regression cannot see that the draft's cost grows with n * B.
     Ratios and kept cells come from the draft's monotone envelope, gaps settled as in `Table`.
+    The prefill is a `PrefillFit` (floor, then tokens and attention pairs), not a `Table`.
     """
-    built = {k: Table.from_json(k, v) for k, v in doc["tables"].items()}
+    built = {k: (PrefillFit if k == "prefill" else Table).from_json(k, v)
+             for k, v in doc["tables"].items()}
     draft, target, head = built.get("draft"), built.get("target"), built.get("lm_head")
     if draft is None or target is None or head is None or not target.measured:
         return built

@@ -105,7 +105,7 @@ def weakest(parts: list[dict], calib: dict) -> str:
         out.append(f"TTFT: {np.median(tt):.1f}% median over the cells, worst at c={w['c']} "
                    f"{w['cell']} ({w['ttft_err']:+.1f}%): the engine's prefill of the same "
                    f"prompts at c = {w['c']} measured {min(runs):.0f}-{max(runs):.0f} ms over "
-                   "the repeats of all its cells, against one table value.")
+                   "the repeats of all its cells, against one predicted value.")
     out.append("Sampled acceptance adds the variance of its draws (few requests per cell; p99 "
                "TPOT of one request is that request).")
     return " ".join(x for x in out if x)
@@ -113,8 +113,10 @@ def weakest(parts: list[dict], calib: dict) -> str:
 
 def envelope(calib: dict) -> str:
     """What the tables' monotone envelope changed: lowered measured points per table and the
-    largest change, or that it changed none."""
-    head = ("The predictors read each table through its monotone envelope (time "
+    largest change, or that it changed none; then the prefill fit, where one was measured."""
+    pre = calib["built"].get("prefill")
+    fitted = " " + pre.describe() if pre is not None and pre.measured else ""
+    head = ("The predictors read each table but the prefill through its monotone envelope (time "
             "non-decreasing along every axis, as more work is never faster: "
             "`monotone_envelope` in simulator/calibration.py)")
     counts, total, worst = [], 0, None
@@ -129,12 +131,12 @@ def envelope(calib: dict) -> str:
         if worst is None or drop[idx] < worst[0]:
             worst = (drop[idx], name, idx, t)
     if worst is None:
-        return head + "; it changed no measured point."
+        return head + "; it changed no measured point." + fitted
     d, name, idx, t = worst
     at = ", ".join(f"{n} = {a[i]:g}" for n, a, i in zip(t.names, t.axes, idx, strict=True))
     return (f"{head}; it lowered {total} measured points ({', '.join(counts)}), the most "
             f"{name} at {at}: {1e3 * t.raw[idx]:.2f} -> {1e3 * t.values[idx]:.2f} ms "
-            f"({100 * d:+.0f}%).")
+            f"({100 * d:+.0f}%)." + fitted)
 
 
 def _small_n(calib: dict, small: list[dict]) -> str:
