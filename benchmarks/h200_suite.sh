@@ -42,6 +42,9 @@ if [ "$1" = post ]; then
     report "$dest/world/validation/validation-qwen3-8b.json"
   if [ -f "$dest/serve/serve/serve_bench.json" ]; then
     python -m experiments.spec_v2 --measured "$dest/serve/serve/serve_bench.json"
+    python -m experiments.spec_v2 --measured "$dest/serve/serve/serve_bench.json" \
+      --cost-model calibrated --calibration qwen3-8b=h200/qwen3-8b,toy=h200/toy \
+      --out experiments/spec_v2/calibrated
     python -m experiments.spec_v2_host --measured "$dest/serve/serve/serve_bench.json"
   fi
   [ -f "$dest/train/selfspec/metrics.json" ] && python -m experiments.selfspec_whatif \

@@ -11,8 +11,9 @@ behind), the measured host time per step as the simulator's host overheads (plan
 oracle's geometric survival curve (`constant` alpha = s_1; for a trained drafter, alpha
 solved from the run's measured tau). The GPU side comes from --hardware (conf/hardware/) and
 the cost model named by --cost-model (simulator/costs.py COST_MODELS: `roofline`, or
-`calibrated` with its table named by --calibration; a cost model with its own host term may
-not use the measured host times). Methods map as ar -> none, oracle and dflash -> dflash.
+`calibrated` with its table named by --calibration, whose device times it reads while the
+host times stay the measured ones: engine.host_from_calibration=false). Methods map as
+ar -> none, oracle and dflash -> dflash.
 
 Writes under --out (default experiments/spec_v2/): comparison.csv (one row per run:
 measured and predicted throughput, TPOT and GPU idle, relative error), comparison.md (that
@@ -81,6 +82,8 @@ def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
               "host_process_per_req_s": 0.0, "cost_model": cost_model}
     if calibration is not None:
         engine["calibration"] = calibration
+    if cost_model == "calibrated":  # the serving loop's measured host, not generate's line
+        engine["host_from_calibration"] = False
     workload = {"arrival": "closed_loop", "concurrency": conc, "num_requests": row["requests"],
                 "prompt_tokens_mean": setup["prompt_tokens_mean"],
                 "prompt_tokens_cv": setup.get("prompt_tokens_cv", 0.0),

@@ -18,6 +18,9 @@ the method's sum is exactly the engine's round at grid points:
 - host: the time a round takes beyond its device time in `generate` (a + b * n, per method),
   split evenly into planning and processing; the copy is inside it. A table whose own host
   runs were skipped carries another model's fit (`host.<method>.source`, set at install).
+  engine.host_from_calibration=false takes engine.host_* instead (a serving loop's own
+  measured host times, as experiments/spec_v2.py passes; the table without a host line
+  does the same).
 
 A piece with no measured point at all (a calibration run out of budget) is priced by the
 roofline model instead; a prefill by the roofline scaled to the largest measured target
@@ -65,9 +68,16 @@ class CalibratedCostModel:
         self.buckets = doc["engine"]["buckets"]
         host = doc.get("host", {}).get(method)
         e = cfg.engine
-        self.host = ((host["a_s"] / 2, host["b_s"] / 2) if host else
-                     (e.host_plan_s + e.host_process_s,
-                      e.host_plan_per_req_s + e.host_process_per_req_s))
+        half = (host["a_s"] / 2, host["b_s"] / 2) if host else None
+        # Half of what the prefill wall holds beyond its device time (plan + process of the
+        # generate loop; without a host line in the table, engine.host_*).
+        self.table_host = half or ((e.host_plan_s + e.host_process_s) / 2,
+                                   (e.host_plan_per_req_s + e.host_process_per_req_s) / 2)
+        if half and e.host_from_calibration:
+            self.plan = self.process = half
+        else:
+            self.plan = (e.host_plan_s, e.host_plan_per_req_s)
+            self.process = (e.host_process_s, e.host_process_per_req_s)
         self.source = doc["hardware"]["name"]
         self.label = f"calibrated {name}"
         if self.unmeasured:
@@ -130,8 +140,9 @@ class CalibratedCostModel:
             padded = np.full(n, float(np.max(q_lens)))
             t = self.prefill_scale * self.roof.prefill_forward_s(padded, kv_lens)
         else:  # a wall time: less the LM head and the host the simulator adds around it
+            a, b = self.table_host
             t = (self.t["prefill"](n, float(np.max(q_lens)), float(np.mean(kv_lens)))
-                 - self._head(n) - self.host_plan_s(n) - self.host_process_s(n))
+                 - self._head(n) - 2 * max(a + b * n, 0.0))
         return float(self._scaled(max(t, 0.0), "prefill_forward_s", q_lens, kv_lens))
 
     def lm_head_s(self, n_rows: float) -> float:
@@ -142,10 +153,10 @@ class CalibratedCostModel:
         return float(self._scaled(t, "kv_materialize_s", n_tokens))
 
     def host_plan_s(self, batch_size: int) -> float:
-        return max(self.host[0] + self.host[1] * batch_size, 0.0)
+        return max(self.plan[0] + self.plan[1] * batch_size, 0.0)
 
     def host_process_s(self, batch_size: int) -> float:
-        return self.host_plan_s(batch_size)
+        return max(self.process[0] + self.process[1] * batch_size, 0.0)
 
     def copy_s(self) -> float:
         return 0.0

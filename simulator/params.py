@@ -108,6 +108,8 @@ class EngineParams:
     cost_model: str = param("roofline", choices=("roofline", "calibrated"))
     calibration: str | None = param(None, doc="calibrated: table name (h200/qwen3-8b) or "
                                     "path; default h200/<model.name>")
+    host_from_calibration: bool = param(True, doc="calibrated: the table's host line (the "
+                                        "generate loop); false: the host_* params above")
     max_stretch_rounds: int = param(256, 1, 1 << 16, doc="decode rounds per event, at most")
 
 

@@ -113,3 +113,24 @@ def test_replay_reproduces_a_recorded_commit_trace(tmp_path):
     hist = np.bincount([c for t in traces for c in t], minlength=9)
     assert r.summary["speculation"]["commit_hist"] == hist.tolist()
     assert r.summary["cost_model"].startswith("calibrated")
+
+
+def test_host_from_engine_params_when_asked(tmp_path):
+    """host_from_calibration=false: plan and process are engine.host_* (a serving loop's own
+    measured host), while the prefill still sheds the table's own host line."""
+    path = write_table(tmp_path / "t.json")
+    engine = dict(cost_model="calibrated", calibration=str(path), host_plan_s=1e-3,
+                  host_plan_per_req_s=2e-5, host_process_s=3e-4, host_process_per_req_s=0.0)
+    spec = dict(method="dflash", block_size=8, draft_layers=2, target_features=3)
+    own = CalibratedCostModel(SimConfig.coerce({"model": TOY, "spec": spec, "engine": engine}))
+    table = CalibratedCostModel(SimConfig.coerce(
+        {"model": TOY, "spec": spec, "engine": {**engine, "host_from_calibration": True}}))
+    off = CalibratedCostModel(SimConfig.coerce(
+        {"model": TOY, "spec": spec, "engine": {**engine, "host_from_calibration": False}}))
+    assert off.host_plan_s(4) == pytest.approx(1e-3 + 4 * 2e-5)
+    assert off.host_process_s(4) == pytest.approx(3e-4)
+    assert own.host_plan_s(4) == table.host_plan_s(4)
+    assert table.host_plan_s(4) + table.host_process_s(4) == pytest.approx(
+        HOST["dflash"]["a_s"] + HOST["dflash"]["b_s"] * 4)
+    q, kv = np.full(3, 64.0), np.zeros(3)
+    assert off.prefill_forward_s(q, kv) == table.prefill_forward_s(q, kv)
