@@ -12,8 +12,9 @@ configs at 16.7 and 35.6 us, split-K at 17.7 and 36.3, cuBLAS at 19.2 and 40.0 (
 reading was disturbed). A config with split_k > 1 runs split_k.py instead: SPLIT_K programs
 per N tile each take one K slice, store fp32 partials, and the last of them to finish (an
 acq_rel counter) sums the partials in a fixed order and writes y, all in one launch
-(deterministic, CUDA-graph capturable). split_k = 1 is this kernel, unchanged. Two inner
-products (either kernel):
+(deterministic, CUDA-graph capturable). split_k = 1 is this kernel, unchanged. Both kernels
+run one inner loop, `accumulate` (over K chunks [k_lo, k_hi): all of K here, a slice there),
+with two inner products:
 
     dot   x tile (M_PAD >= 16, BLOCK_K) times the W tile on tensor cores (mma); the padding
           rows are masked loads, free on a memory-bound kernel.
@@ -42,7 +43,6 @@ import triton.language as tl
 
 from kernels._checks import FLOAT_DTYPES, check_int, check_runnable
 from kernels._checks import check_tensor as _check
-from kernels.gemv.split_k import gemv_split_k
 
 
 class GemvConfig(NamedTuple):
@@ -65,25 +65,23 @@ class GemvConfig(NamedTuple):
 
 
 @triton.jit
-def _gemv_kernel(
-    x_ptr, w_ptr, y_ptr, M, N, K, s_xm, s_wn, s_ym,
+def accumulate(
+    x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm,
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
     EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
 ):
-    pid_n = tl.program_id(0)
-    m0 = tl.program_id(1) * M_PAD
-    n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    m = m0 + tl.arange(0, M_PAD)
+    """The inner loop of both kernels: the (M_PAD, BLOCK_N) fp32 tile of x @ W^T summed over
+    K columns [k_lo, k_hi) in BLOCK_K chunks (k_lo a multiple of BLOCK_K; `_gemv_kernel` walks
+    [0, K), a split-K program its slice). w_rows: the tile's BLOCK_N row starts in W; m, m_ok:
+    its rows of x (from m0) and which are < M; n_ok: which rows of W are < N. EVEN_K and
+    EVEN_N: no chunk runs past k_hi, no row past N (W loads unmasked)."""
     kk = tl.arange(0, BLOCK_K)
-    n_ok = n < N
-    m_ok = m < M
-    w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
     acc = tl.zeros((M_PAD, BLOCK_N), dtype=tl.float32)
-    for k0 in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES):
+    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES):
         k = k0 + kk
         k = tl.max_contiguous(tl.multiple_of(k, BLOCK_K), BLOCK_K)
-        k_ok = k < K
+        k_ok = k < k_hi
         if DOT:
             # W^T tile (BLOCK_K, BLOCK_N), K contiguous: the "TN" operand of tl.dot.
             w_ptrs = w_rows[None, :] + k[:, None]
@@ -113,6 +111,25 @@ def _gemv_kernel(
                              eviction_policy="evict_last").to(tl.float32)
                 part = tl.sum(w * xi[None, :], axis=1)  # (BLOCK_N,)
                 acc += tl.where(tl.arange(0, M_PAD)[:, None] == i, part[None, :], 0.0)
+    return acc
+
+
+@triton.jit
+def _gemv_kernel(
+    x_ptr, w_ptr, y_ptr, M, N, K, s_xm, s_wn, s_ym,
+    M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
+    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
+):
+    pid_n = tl.program_id(0)
+    m0 = tl.program_id(1) * M_PAD
+    n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m = m0 + tl.arange(0, M_PAD)
+    n_ok = n < N
+    m_ok = m < M
+    w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
+    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, M_PAD, BLOCK_N, BLOCK_K,
+                     NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N)
     y_ptrs = y_ptr + m[:, None] * s_ym + n[None, :]
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
@@ -192,6 +209,8 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     pad = m_pad(m, config.dot)
     ieee = w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.device.type == "cpu")
     if config.split_k > 1:
+        from kernels.gemv.split_k import gemv_split_k  # imports this module's `accumulate`
+
         gemv_split_k(x2, w, y, config, pad, ieee)
         return y.view(*lead, n)
     grid = (triton.cdiv(n, config.block_n), triton.cdiv(m, pad))

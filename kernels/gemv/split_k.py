@@ -10,14 +10,15 @@ SPLIT_K times as many programs stream W. Program (tile, s) covers
 
 (a multiple of BLOCK_K, so every chunk start is aligned; the last slices are ragged or empty
 when K is not a multiple of SPLIT_K * BLOCK_K: masked loads, an empty slice adds zeros). It
-accumulates its slice in fp32 exactly as kernel.py's `_gemv_kernel` does (dot or fma), stores
-the partial into the fp32 workspace (SPLIT_K, M, N), then bumps the tile's int32 counter with
-an acq_rel atomic (after a barrier: every thread's partial stores precede the release). The
-program that reads SPLIT_K - 1 (the last one of the tile to finish) loads the SPLIT_K partials
-(.cg: from L2, where the other SMs' stores are), sums them in the fixed order s = 0, 1, ...
-(so y is bitwise deterministic, whichever program came last), stores y in its dtype and puts
-the counter back to 0: the next launch, or a CUDA-graph replay, starts clean without a host
-reset. No extra launch, no host sync: CUDA-graph capturable.
+accumulates its slice in fp32 with kernel.py's `accumulate` (the dot or fma loop that
+`_gemv_kernel` runs over all of K), stores the partial into the fp32 workspace (SPLIT_K, M,
+N), then bumps the tile's int32 counter with an acq_rel atomic (after a barrier: every
+thread's partial stores precede the release). The program that reads SPLIT_K - 1 (the last
+one of the tile to finish) loads the SPLIT_K partials (.cg: from L2, where the other SMs'
+stores are), sums them in the fixed order s = 0, 1, ... (so y is bitwise deterministic,
+whichever program came last), stores y in its dtype and puts the counter back to 0: the next
+launch, or a CUDA-graph replay, starts clean without a host reset. No extra launch, no host
+sync: CUDA-graph capturable.
 
 Workspace and counters are cached per (device, size bucket) (`buffer`): allocated once
 (counters zeroed), never freed (captured graphs bake their addresses in) and shared by every
@@ -29,14 +30,11 @@ with concurrent streams must not use split_k > 1 configs there.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import triton
 import triton.language as tl
 
-if TYPE_CHECKING:
-    from kernels.gemv.kernel import GemvConfig
+from kernels.gemv.kernel import GemvConfig, accumulate
 
 _BUFFERS: dict[tuple[str, torch.device, int], torch.Tensor] = {}
 
@@ -76,45 +74,13 @@ def _gemv_split_k_kernel(
     m0 = pid_m * M_PAD
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m = m0 + tl.arange(0, M_PAD)
-    kk = tl.arange(0, BLOCK_K)
     n_ok = n < N
     m_ok = m < M
     k_lo = split * K_SPLIT
     k_hi = tl.minimum(k_lo + K_SPLIT, K)
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
-    acc = tl.zeros((M_PAD, BLOCK_N), dtype=tl.float32)
-    for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES):
-        k = k0 + kk
-        k = tl.max_contiguous(tl.multiple_of(k, BLOCK_K), BLOCK_K)
-        k_ok = k < k_hi
-        if DOT:
-            w_ptrs = w_rows[None, :] + k[:, None]  # W^T tile (BLOCK_K, BLOCK_N)
-            if EVEN_K and EVEN_N:
-                wt = tl.load(w_ptrs, eviction_policy="evict_first")
-            else:
-                wt = tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0,
-                             eviction_policy="evict_first")
-            x = tl.load(x_ptr + m[:, None] * s_xm + k[None, :],
-                        mask=m_ok[:, None] & k_ok[None, :], other=0.0,
-                        eviction_policy="evict_last")
-            if IEEE:
-                acc += tl.dot(x.to(tl.float32), wt.to(tl.float32), input_precision="ieee")
-            else:
-                acc += tl.dot(x, wt)
-        else:
-            w_ptrs = w_rows[:, None] + k[None, :]
-            if EVEN_K and EVEN_N:
-                w = tl.load(w_ptrs, eviction_policy="evict_first")
-            else:
-                w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0,
-                            eviction_policy="evict_first")
-            w = w.to(tl.float32)
-            for i in tl.static_range(M_PAD):
-                row = tl.minimum(m0 + i, M - 1)  # rows past M: read row M-1, never stored
-                xi = tl.load(x_ptr + row * s_xm + k, mask=k_ok, other=0.0,
-                             eviction_policy="evict_last").to(tl.float32)
-                part = tl.sum(w * xi[None, :], axis=1)  # (BLOCK_N,)
-                acc += tl.where(tl.arange(0, M_PAD)[:, None] == i, part[None, :], 0.0)
+    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm, M_PAD, BLOCK_N,
+                     BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N)
     mn_ok = m_ok[:, None] & n_ok[None, :]
     tile = m[:, None].to(tl.int64) * N + n[None, :]  # (M_PAD, BLOCK_N) offsets in one slice
     tl.store(ws_ptr + split * M * N + tile, acc, mask=mn_ok)
