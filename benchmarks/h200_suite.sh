@@ -4,17 +4,19 @@
 #
 #   bash benchmarks/h200_suite.sh PART OUT [micro]
 #
-# PART: world    toy tokenizer, target and data (recipe up to the data stage); calibration of
-#                qwen3-8b; the simulator validation runs (~8 min)
+# PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
+#                keys the recipe accepts), the batch-1 engine ablation, batch-1 AR at prompt
+#                512 (issue 3's shape), serve-bench at c = 1 and 32 with compiled prefill
+#                (~7 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
-#                export, the acceptance tables (~10 min; needs world)
+#                export (~9.5 min; needs world)
 #       train    ablations, DSpark study and self-spec fine-tune at once (threads capped per
-#                process: nine trainers share 16 cores), then the acceptance studies
-#                (ablations, block size, latency) (~8 min; needs drafters)
-#       serve    the batch-1 engine ablation (fused q/k, Triton GEMV), serve-bench at c = 1
-#                and 32 with compiled prefill, batch-1 AR at prompt 512 (~6 min)
-# The four parts need about 31 minutes of H200 time with the machine's start: run them in
-# this order (each later part is worth less than the one before if time runs short).
+#                process: nine trainers share 16 cores), then the acceptance tables and
+#                studies (ablations, block size, latency) (~9 min; needs drafters)
+#       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
+#                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
+# world, drafters and train need about 26 minutes of H200 time with the machine's start; timing
+# is for a session with time left (the committed tables are from 2026-11-29c).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -28,7 +30,7 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in world drafters train serve; do
+  for part in world drafters train timing; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -36,16 +38,16 @@ if [ "$1" = post ]; then
   [ -d "$dest/drafters/zoo" ] && rm -rf experiments/zoo && cp -r "$dest/drafters/zoo" \
     experiments/zoo && rm -rf "$dest/drafters/zoo"
   find "$dest" -name "*.safetensors" -delete
-  ls "$dest"/world/calibration/*.json >/dev/null 2>&1 && python -m workbench calibrate \
-    install "$dest"/world/calibration/*.json hardware=h200
-  [ -f "$dest/world/validation/validation-qwen3-8b.json" ] && python -m workbench validate \
-    report "$dest/world/validation/validation-qwen3-8b.json"
-  if [ -f "$dest/serve/serve/serve_bench.json" ]; then
-    python -m experiments.spec_v2 --measured "$dest/serve/serve/serve_bench.json"
-    python -m experiments.spec_v2 --measured "$dest/serve/serve/serve_bench.json" \
+  ls "$dest"/timing/calibration/*.json >/dev/null 2>&1 && python -m workbench calibrate \
+    install "$dest"/timing/calibration/*.json hardware=h200
+  [ -f "$dest/timing/validation/validation-qwen3-8b.json" ] && python -m workbench validate \
+    report "$dest/timing/validation/validation-qwen3-8b.json"
+  if [ -f "$dest/timing/serve/serve_bench.json" ]; then
+    python -m experiments.spec_v2 --measured "$dest/timing/serve/serve_bench.json"
+    python -m experiments.spec_v2 --measured "$dest/timing/serve/serve_bench.json" \
       --cost-model calibrated --calibration qwen3-8b=h200/qwen3-8b,toy=h200/toy \
       --out experiments/spec_v2/calibrated
-    python -m experiments.spec_v2_host --measured "$dest/serve/serve/serve_bench.json"
+    python -m experiments.spec_v2_host --measured "$dest/timing/serve/serve_bench.json"
   fi
   [ -f "$dest/train/selfspec/metrics.json" ] && python -m experiments.selfspec_whatif \
     --toy-metrics "$dest/train/selfspec/metrics.json"
@@ -73,9 +75,10 @@ if [ -n "$micro" ]; then
   BENCH=()
   SERVE=(--target random:tiny --device cpu --concurrency 1,2 --max-new-tokens 8
          --prompt-len 16)
+  SERVE_ALL=("${SERVE[@]}")
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
-  DRAFT=(--size small --budget-minutes 9.5)
+  DRAFT=(--size small --budget-minutes 10.5)  # a gate: drafters 8.5 planned, eval 1.5 (6 s measured)
   ABL=(--budget-minutes 3.4)
   DSPARK=(--max-minutes 2.5 --dflash-minutes 1.5)
   SELFSPEC=(--minutes 2.5)
@@ -84,6 +87,7 @@ else
   VAL=(model=qwen3-8b --new-tokens 96)
   BENCH=(--ablate --variants "all off,+fused qk,qk+gemv")
   SERVE=(--concurrency 1,32)
+  SERVE_ALL=()
 fi
 
 run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
@@ -96,10 +100,18 @@ run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
 
 case $part in
   world)
+    if [ -z "$micro" ]; then  # the committed tokenizer and target: their stage keys match
+      mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
+    fi
     OMP_NUM_THREADS=8 run recipe 280 python -m reference.toy.recipe --out $A "${WORLD[@]}"
-    run calibrate 185 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
-      "${CAL[@]}"
-    run validate 120 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
+    if [ -z "$micro" ]; then
+      run bench 150 python -m reference.bench --out "$R/engine_ablation.json" "${BENCH[@]}"
+      # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
+      run serve_bs1 90 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
+        --methods ar --prompt-len 512 --max-new-tokens 256
+    fi
+    WORKBENCH_COMPILED_PREFILL=1 run serve 110 python -m workbench serve-bench \
+      --out "$R/serve_compiled_prefill" "${SERVE[@]}"
     ;;
   drafters)
     OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $A --parallel \
@@ -121,19 +133,16 @@ case $part in
         "hydra.run.dir=$R/acc_$study" "${ACC[@]}"
     done
     ;;
-  serve)
-    if [ -z "$micro" ]; then
-      run bench 200 python -m reference.bench --out "$R/engine_ablation.json" "${BENCH[@]}"
-    fi
-    WORKBENCH_COMPILED_PREFILL=1 run serve 110 python -m workbench serve-bench \
-      --out "$R/serve_compiled_prefill" "${SERVE[@]}"
-    if [ -z "$micro" ]; then  # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
-      run serve_bs1 90 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
-        --methods ar --prompt-len 512 --max-new-tokens 256
-    fi
+  timing)
+    run calibrate 185 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
+      "${CAL[@]}"
+    run validate 120 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
+    toy=()
+    [ -f $A/dflash-b16/config.json ] && toy=(--toy $A)
+    run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
     ;;
   *)
-    echo "unknown part $part (world, drafters, train, serve)" >&2
+    echo "unknown part $part (world, drafters, train, timing)" >&2
     exit 2
     ;;
 esac
