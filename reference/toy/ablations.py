@@ -11,9 +11,15 @@ with a stage.json keyed on its config and the data stage's key; done ones are sk
 starts an ablation only if its max_minutes still fits in --budget-minutes, so one command
 stays under a machine's time limit; rerun it to continue. `--parallel` trains every
 ablation at the same time, one process each (small drafters leave an H200 mostly idle).
-600 steps each: all of them (the EAGLE chain is the slowest per step) should finish inside
-their 3 minutes even while sharing the GPU, so the comparison stays at equal steps; each
-stage.json records steps_done to confirm it.
+600 steps planned, 3 minutes each. Sharing the GPU, a run's step time follows its kernel
+count (`python -m reference.toy.step_cost`: aten ops of one forward and backward, the same
+at any shape): the block drafters (421-514 ops) reached 425-491 steps (H200, 2026-11-29c),
+the full EAGLE chain (B-1 = 15 sequential layer passes, 3577 ops then, 3001 now) 55. So
+the eagle run trains a 2-step chain (chain_depth 2: the context pass's step 0 and one step
+on its own feature, 466 ops; bf16 556 against DFlash's 624) and drafts the full block as
+before: equal steps, a shorter training-time test (depth 3: 661 ops, 1.3x a DFlash step).
+Its metrics' acc covers the trained positions 1..2 only. Each stage.json records
+steps_done to confirm the steps.
 Evaluate them with `python -m experiments.acceptance study=ablations`.
 """
 
@@ -39,7 +45,7 @@ ABLATIONS = {
     "no-features": {"variant": "no_features"},
     "fusion": {"variant": "fusion"},
     "ar": {"variant": "ar"},
-    "eagle": {"variant": "eagle", "num_layers": 1},
+    "eagle": {"variant": "eagle", "num_layers": 1, "chain_depth": 2},
 }
 
 

@@ -58,7 +58,8 @@ def dense_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, ctx_kv,
 
     x (bs, T, H) queries; ctx_kv: (k, v) (bs, S, nkv, D) keys placed before x's own, or
     None; mask (bs, T, S + T) or (bs, T, T) bool. Returns the residual stream (bs, T, H),
-    and with return_kv also x's own (k, v) (bs, T, nkv, D), for later queries to attend.
+    and with return_kv also the (k, v) it attended, (bs, S + T, nkv, D) (ctx_kv then x's
+    own), for later queries to attend.
     """
     bs, t, _ = x.shape
     d = w.q_norm.shape[0]
@@ -68,16 +69,16 @@ def dense_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, ctx_kv,
     q = apply_rope(rms_norm(q.view(bs, t, num_heads, d), w.q_norm, eps), cos_sin)
     k = apply_rope(rms_norm(k.view(bs, t, nkv, d), w.k_norm, eps), cos_sin)
     v = v.view(bs, t, nkv, d)
-    own = (k, v)
     if ctx_kv is not None:
         k, v = torch.cat([ctx_kv[0], k], 1), torch.cat([ctx_kv[1], v], 1)
+    kv = (k, v)
     group = num_heads // nkv
     k, v = (z.repeat_interleave(group, dim=2).transpose(1, 2) for z in (k, v))
     out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask[:, None])
     x = x + out.transpose(1, 2).reshape(bs, t, num_heads * d) @ w.wo.t()
     gate, up = (rms_norm(x, w.post_norm, eps) @ w.w_gate_up.t()).chunk(2, dim=-1)
     x = x + (F.silu(gate) * up) @ w.w_down.t()
-    return (x, own) if return_kv else x
+    return (x, kv) if return_kv else x
 
 
 def _injected_kv(drafter: Drafter, layer: int, ctx: torch.Tensor, cos_sin: torch.Tensor):

@@ -9,6 +9,16 @@ this reproduction for scale), attending causally to the context K/V and its earl
 Training unrolls the same chain from random anchors (EAGLE-3's "training-time test"), with
 teacher-forced tokens and the decayed loss of the DFlash objective. Stored like a DFlash
 drafter (config.json with dflash_config.variant = "eagle", one layer) plus `in_proj.weight`.
+
+Training cost (`dense_eagle_hidden`): the chain is sequential, each step one pass of the
+layer and its backward, ~195 aten ops (reference/toy/step_cost.py, fp32) against ~510
+for a whole two-layer DFlash step, and on a GPU shared by the parallel ablations step time
+follows that count (reference/toy/ablations.py). Step 0 is the context pass's own state at
+the anchor (same input, position and keys), so only steps 1..T-1 run in sequence; tokens,
+positions, mask and final norm are computed once. `chain_depth` (train_dflash's config)
+trains the first T < B-1 steps, as EAGLE-3 trains a few steps and drafts deeper; the
+engine drafts B-1 either way, later steps applying the same weights to their own features
+more times than in training.
 """
 
 from __future__ import annotations
@@ -145,18 +155,42 @@ class EagleProposer(DFlashProposer):
                         commit_lens)
 
 
+def chain_mask(anchors: torch.Tensor, s: int, steps: int, dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask (bs, N, W), 0 or -inf, of chain steps 1..steps; W = S + steps*N rounded
+    up to a multiple of 8, so that every step's column slice has aligned rows (CUDA's
+    memory-efficient SDPA would copy an unaligned mask once per step).
+
+    Keys: the S context positions, then the chain's own keys step-major (step j >= 1 of
+    block m at S + (j-1)*N + m). Block m (anchor p_m) sees context w <= p_m (position p_m
+    holds its step 0's key) and its own chain keys; step j reads the first S + j*N columns.
+    """
+    bs, n = anchors.shape
+    dev = anchors.device
+    blocks = torch.arange(n, device=dev)
+    to_ctx = torch.arange(s, device=dev)[None, None, :] <= anchors[:, :, None]
+    own = blocks.repeat(steps)[None, :] == blocks[:, None]
+    seen = torch.cat([to_ctx, own.expand(bs, n, -1)], dim=2)
+    seen = torch.nn.functional.pad(seen, (0, -seen.shape[2] % 8), value=False)
+    return torch.zeros(seen.shape, dtype=dtype, device=dev).masked_fill_(~seen, float("-inf"))
+
+
 def dense_eagle_hidden(drafter: Drafter, in_proj: torch.Tensor, target: Target,
                        ids: torch.Tensor, features: torch.Tensor, anchors: torch.Tensor,
-                       block_size: int) -> torch.Tensor:
-    """`eagle_block_logits`' chain for every block at once: final-normed states (bs, N, B-1,
-    H) (invalid blocks too), dense per sequence as reference/toy/dense_blocks.py does.
+                       block_size: int, depth: int | None = None) -> torch.Tensor:
+    """`eagle_block_logits`' chain for every block at once: final-normed states (bs, N, T,
+    H), T = depth or B-1 (invalid blocks too), dense per sequence as dense_blocks.py does.
 
     ids: (bs, S); features: (bs, S, K*H); anchors: (bs, N). The context runs through the
     layers causally; chain step j of block n (position p_n + j, input token x_{p_n + j})
-    sees the context before p_n and its own steps 0..j.
+    sees the context before p_n and its own steps 0..j. Step 0's input, position and keys
+    are the context's own at p_n, so its state is the context pass's at p_n; steps
+    1..T-1 run in sequence (each reads the previous state as its feature), everything else
+    (token embeddings, positions, mask, final norm) once for all steps. A depth < B-1 (a
+    shorter training-time test) returns the first `depth` columns of the full chain.
     """
     cfg = drafter.config.model
     eps = cfg.rms_norm_eps
+    steps = block_size - 1 if depth is None else min(depth, block_size - 1)
     bs, s = ids.shape
     n = anchors.shape[1]
     dev = ids.device
@@ -165,26 +199,22 @@ def dense_eagle_hidden(drafter: Drafter, in_proj: torch.Tensor, target: Target,
     x = eagle_inputs(drafter, in_proj, target, ids, g_prev)
     causal = (w_ctx[None, :] <= w_ctx[:, None]).expand(bs, s, s)
     ctx_cos_sin = drafter.cos_sin[w_ctx.expand(bs, s)]
-    kv = []  # per layer: (k, v) of the context then of every chain step so far
+    kv = []  # per layer: (k, v) (bs, S + (j-1)*N, nkv, D) of the context, then steps 1..j-1
     for w in drafter.layers:
-        x, own = dense_layer(x, w, ctx_cos_sin, None, causal, cfg.num_heads, eps,
-                             return_kv=True)
-        kv.append(own)
+        x, layer_kv = dense_layer(x, w, ctx_cos_sin, None, causal, cfg.num_heads, eps,
+                                  return_kv=True)
+        kv.append(layer_kv)
     rows = torch.arange(bs, device=dev)[:, None]
-    feature = g_prev[rows, anchors]  # (bs, N, H): g_{p-1}
-    blocks = torch.arange(n, device=dev)
-    to_ctx = w_ctx[None, None, :] < anchors[:, :, None]  # (bs, N, S)
-    out = []
-    for j in range(block_size - 1):
-        pos = anchors + j
-        x = eagle_inputs(drafter, in_proj, target, ids[rows, pos.clamp(max=s - 1)], feature)
-        own_block = (torch.arange(n * (j + 1), device=dev) % n)[None, :] == blocks[:, None]
-        mask = torch.cat([to_ctx, own_block.expand(bs, n, -1)], dim=2)
-        cos_sin = drafter.cos_sin[pos]
+    out = [x[rows, anchors]]  # step 0: (bs, N, H)
+    pos = anchors[None] + torch.arange(1, steps, device=dev)[:, None, None]  # (T-1, bs, N)
+    w_tok, w_feat = in_proj.split(cfg.hidden_size, dim=1)
+    tok = target.embed[ids[rows, pos.clamp(max=s - 1)]] @ w_tok.t()  # (T-1, bs, N, H)
+    cos_sin = drafter.cos_sin[pos]  # (T-1, bs, N, D)
+    mask = chain_mask(anchors, s, steps - 1, x.dtype)
+    for j in range(1, steps):
+        x = tok[j - 1] + rms_norm(out[-1], drafter.hidden_norm, eps) @ w_feat.t()
         for i, w in enumerate(drafter.layers):
-            x, own = dense_layer(x, w, cos_sin, kv[i], mask, cfg.num_heads, eps,
-                                 return_kv=True)
-            kv[i] = tuple(torch.cat([old, new], dim=1) for old, new in zip(kv[i], own))
-        feature = rms_norm(x, drafter.hidden_norm, eps)
-        out.append(rms_norm(x, drafter.norm, eps))
-    return torch.stack(out, dim=2)
+            x, kv[i] = dense_layer(x, w, cos_sin[j - 1], kv[i], mask[:, :, : s + j * n],
+                                   cfg.num_heads, eps, return_kv=True)
+        out.append(x)
+    return rms_norm(torch.stack(out, dim=2), drafter.norm, eps)

@@ -15,7 +15,8 @@ weights, cast to the target's dtype (bf16 on the GPU) in the forward. No autocas
 also lower the fp32 norm and RoPE math the inference code runs, and training would drift.
 Ablation flags: --block, --gamma / --no-decay, --uniform (back-to-back blocks instead of
 random anchors), --layers, --features, --variant no_features / fusion / ar (tables 9-10)
-or eagle (the autoregressive baseline, with --layers 1).
+or eagle (the autoregressive baseline, with --layers 1; --chain-depth D trains only its
+first D chain steps).
 Saves the z-lab format (`load_dflash`; variants: `variants.load_variant`) and metrics.json.
 """
 
@@ -73,13 +74,20 @@ class DrafterTrainConfig:
 
 @dataclass(frozen=True)
 class DFlashTrainConfig(DrafterTrainConfig):
-    """One DFlash drafter run. gamma None: the paper's loss decay for the block size."""
+    """One DFlash drafter run. gamma None: the paper's loss decay for the block size.
+    chain_depth (variant "eagle" only): chain steps unrolled per anchor in training (its
+    training-time test; None: all B-1), while the engine still drafts B-1 (eagle.py)."""
 
     block_size: int = 16
     gamma: float | None = None
     no_decay: bool = False
     uniform: bool = False
     variant: str = "dflash"
+    chain_depth: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.chain_depth is not None and (self.variant != "eagle" or self.chain_depth < 1):
+            raise ValueError(f"chain_depth {self.chain_depth} needs variant 'eagle' and >= 1")
 
     def layer_ids(self, num_target_layers: int) -> list[int]:
         """Captured layers; no_features reads embeddings (K = 1) and captures none: [0] is
@@ -111,7 +119,8 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
     drafter = model.drafter(target)
     if cfg.variant == "eagle":
         h = dense_eagle_hidden(drafter, model.in_proj(target), target, ids, features, anchors,
-                               cfg.block_size)
+                               cfg.block_size, cfg.chain_depth)
+        labels, w = labels[:, :, : h.shape[2] + 1], w[:, :, : h.shape[2] + 1]  # trained steps
     else:
         h = dense_block_hidden(drafter, target, features, ids, lens, anchors, cfg.block_size,
                                model.config.mask_token_id, cfg.variant)
@@ -205,7 +214,8 @@ def config_from_args(args: argparse.Namespace) -> DFlashTrainConfig:
                              uniform=args.uniform, num_layers=args.layers,
                              num_features=args.features, num_anchors=args.anchors,
                              batch=args.batch, steps=args.steps, lr=args.lr, seed=args.seed,
-                             max_minutes=args.max_minutes, variant=args.variant)
+                             max_minutes=args.max_minutes, variant=args.variant,
+                             chain_depth=args.chain_depth)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -224,6 +234,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--max-minutes", type=float, default=None, help="wall-time budget")
     ap.add_argument("--variant", choices=VARIANTS, default="dflash",
                     help="ablation drafter (reference/toy/variants.py)")
+    ap.add_argument("--chain-depth", type=int, default=None,
+                    help="eagle: chain steps trained per anchor (default B-1)")
 
 
 def main() -> None:

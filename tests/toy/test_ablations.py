@@ -8,6 +8,7 @@ import torch
 
 from experiments.acceptance import AcceptanceConfig, measure
 from reference.loaders import load_target
+from reference.toy import step_cost
 from reference.toy.ablations import ABLATIONS, ablation_config, run_ablations
 from reference.toy.eagle import EagleProposer
 from reference.toy.recipe import MICRO
@@ -22,6 +23,15 @@ def test_ablation_configs_differ_from_full_in_one_field():
         diff = {k for k, v in dataclasses.asdict(ablation_config(name)).items()
                 if full[k] != v}
         assert diff == set(ABLATIONS[name]), name
+
+
+def test_the_eagle_step_launches_no_more_kernels_than_a_dflash_step():
+    """Equal steps in equal time on a shared GPU, where step time follows the op count."""
+    target, batch = step_cost.micro_batch(torch.float32)
+    depth = ablation_config("eagle").chain_depth
+    eagle, _ = step_cost.measure(step_cost.step_fn(target, batch, "eagle", depth), reps=1)
+    dflash, _ = step_cost.measure(step_cost.step_fn(target, batch, "dflash"), reps=1)
+    assert eagle <= dflash
 
 
 def test_ablations_train_resume_and_evaluate(micro):

@@ -75,6 +75,20 @@ def test_dense_logits_equal_the_paged_training_forward(target, variant):
     assert_close(dense[valid], paged, kind="reduction", name=variant)
 
 
+@pytest.mark.parametrize("depth", [1, 2, 5])
+def test_a_shorter_eagle_chain_is_the_full_chain_cut(target, depth):
+    """chain_depth trains the first steps of the same chain: its columns are the full one's."""
+    model = _model(target, "eagle")
+    ids, lens, anchors, _ = _batch(4)
+    feats = target_features(target, ids, lens, model.config.target_layer_ids)
+    drafter, in_proj = model.drafter(target), model.in_proj(target)
+    with torch.no_grad():
+        full = dense_eagle_hidden(drafter, in_proj, target, ids, feats, anchors, BLOCK)
+        cut = dense_eagle_hidden(drafter, in_proj, target, ids, feats, anchors, BLOCK, depth)
+    assert cut.shape == (*anchors.shape, min(depth, BLOCK - 1), target.config.hidden_size)
+    assert_close(cut, full[:, :, :depth], name=f"depth {depth}")
+
+
 @given(seed=st.integers(0, 2**16), bs=st.integers(1, 3), s=st.integers(2, 30),
        block=st.integers(1, 6), n=st.integers(1, 6), causal=st.booleans(),
        fusion=st.booleans())

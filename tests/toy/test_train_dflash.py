@@ -90,7 +90,10 @@ def test_engine_commit_lengths_equal_the_training_forward(trained):
 
 def test_ablation_flags_and_time_budget_train(world, tmp_path):
     _, target, data, _ = world
-    for flags in ({"uniform": True}, {"no_decay": True}, {"gamma": 2.0, "num_layers": 2}):
+    with pytest.raises(ValueError):
+        dataclasses.replace(CFG, chain_depth=2)  # the EAGLE chain's setting only
+    for flags in ({"uniform": True}, {"no_decay": True}, {"gamma": 2.0, "num_layers": 2},
+                  {"variant": "eagle", "chain_depth": 1}):
         cfg = dataclasses.replace(CFG, steps=2, **flags)
         m = train_dflash(target, data, tmp_path / str(len(flags)), cfg, MASK_ID)
         assert m["steps_done"] == 2
