@@ -10,7 +10,8 @@ DFlash shapes runs its draft forward and KV injection every round, its drafts re
 the target's own greedy continuation corrupted to a geometric survival curve of mean commit
 length --tau, B = --block-size); with `--toy DIR`, then the toy target DIR/target with `ar`
 and `dflash` (its trained drafter DIR/dflash-b16), prompts from the toy corpus' test split.
-Each method runs in `sync` and `overlap` mode (reference/serve/loop.py).
+Each method runs in `sync` and `overlap` mode (reference/serve/loop.py), each run after a
+warm-up through the same loop (`Server.warm_up`: one batch of requests per batch bucket).
 Closed loop: at concurrency C, C clients each send their next request when the previous one
 finishes, max(C * requests-per-client, min-requests) requests of --prompt-len tokens and
 --max-new-tokens new tokens (no stop token, so every mode emits the same tokens); with
@@ -116,7 +117,7 @@ def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[d
                       seed=args.seed)
     context = max(len(r.prompt) + r.max_new_tokens for r in reqs)
     server = Server(target, proposer, cfg, context)
-    server.warm_up(conc)
+    server.warm_up(conc, max(len(r.prompt) for r in reqs))  # the timed run's paths
     out, syncs = _counting_syncs(server, workload)
     s = out.stats
     row = {"concurrency": conc, "mode": mode, "requests": len(reqs),

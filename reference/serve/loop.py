@@ -30,6 +30,7 @@ CPU every fence is already passed when it is recorded: the same code runs synchr
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from reference.proposers import Proposer
 from reference.serve.relay import FutureMap, HostResult, ResultCopy
 from reference.serve.scheduler import DecodePlan, Live, PrefillPlan, Scheduler
 from reference.serve.timeline import Timeline
-from reference.serve.workload import OpenLoop
+from reference.serve.workload import OpenLoop, ServeRequest
 from reference.verify import Sampling
 
 MODES = ("sync", "overlap")
@@ -96,8 +97,9 @@ class Server:
         self.target, self.proposer, self.cfg = target, proposer, config
         self.block = proposer.block_size if proposer else 1
         self.device = target.device
-        rt = runtime(target, proposer.draft_kv if proposer else None, config.max_running,
-                     -(-(max_context + 2 * self.block) // 64) * 64)
+        self.max_context = max_context
+        self.rt = rt = runtime(target, proposer.draft_kv if proposer else None,
+                               config.max_running, -(-(max_context + 2 * self.block) // 64) * 64)
         self.pool = rt.pool
         self.engine = Engine(target, proposer, rt, config.sampling, config.seed)
         self.streams = Streams(self.device)
@@ -109,23 +111,36 @@ class Server:
                                stop_token_ids=config.stop_token_ids)
         self.last_done: Fence | None = None  # verify-done of the newest launched step
         self.plan_done: Fence | None = None
-        self.max_lag = 0
-        self.fenced_plans = 0
+        self.max_lag = self.fenced_plans = 0
 
-    def warm_up(self, max_bs: int) -> None:
-        """Run one all-padding round per batch bucket up to max_bs (captures CUDA graphs)."""
-        with torch.inference_mode():
-            for bs in sorted({bucket(b) for b in range(1, max_bs + 1)}):
-                zeros = torch.zeros(bs, dtype=torch.int64, device=self.device)
-                self.engine.round(DecodeBatch(zeros, zeros, zeros, zeros))
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+    def warm_up(self, max_bs: int, prompt_len: int = 1) -> None:
+        """Serve, per batch bucket up to min(max_bs, max_running), that many requests of
+        `prompt_len` tokens (at most max_context - 2) and 2 new tokens through `run` itself:
+        the timed run's graph keys, prefill, relay, plan-stream, copy and process paths, in
+        this mode, on these streams. Stop tokens are off meanwhile (every request decodes).
+        Then the engine is rebuilt (sampler and proposer reseeded: results do not depend on
+        the warm-up) and a full garbage collection runs, so none is due in the timed run."""
+        top, stop = min(max_bs, self.cfg.max_running), self.sched.stop
+        prompt = (1,) * max(1, min(prompt_len, self.max_context - 2))
+        self.sched.stop = set()
+        try:
+            for bs in sorted({bucket(b) for b in range(1, top + 1)}):
+                # rid 0 for all: a valid index into an oracle proposer's streams
+                self.run(OpenLoop([ServeRequest(0, prompt, 2) for _ in range(min(bs, top))]))
+        finally:
+            self.sched.stop = stop
+        self.engine = Engine(self.target, self.proposer, self.rt, self.cfg.sampling,
+                             self.cfg.seed)
+        gc.collect()
 
     def run(self, workload: OpenLoop) -> ServeResult:
         for req in workload.requests:
             if self.sched.claim(req) > self.pool.num_slots - 1:
                 raise ValueError(f"request {req.rid} needs {self.sched.claim(req)} KV slots, "
                                  f"the pool has {self.pool.num_slots - 1}")
+        self.sched.done.clear()  # this run's requests only (after a warm-up or earlier run)
+        self.max_lag = self.fenced_plans = 0
+        self.last_done = None
         self.timeline = Timeline(self.device)
         try:
             with torch.inference_mode():
