@@ -17,6 +17,17 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from reference.loaders import load_dflash, load_target
 
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: OpenMP threads only add contention (ms per op on a loaded machine).
+    Modules opt in with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 TINY = dict(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
             num_attention_heads=4, num_key_value_heads=2, head_dim=8, rope_theta=10000.0,
             max_position_embeddings=512)

@@ -19,13 +19,7 @@ from reference.proposers import OracleProposer, geometric_survival
 from reference.serve import ClosedLoop, ServeConfig, Server, make_requests
 from reference.verify import Sampling
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _sig(x):
