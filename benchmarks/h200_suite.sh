@@ -5,9 +5,9 @@
 #   bash benchmarks/h200_suite.sh PART OUT [micro]
 #
 # PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
-#                keys the recipe accepts), the batch-1 engine ablation, batch-1 AR at prompt
-#                512 (issue 3's shape), serve-bench at c = 1 and 32 with compiled prefill
-#                (~7 min)
+#                keys the recipe accepts), batch-1 AR at prompt 512 (issue 3's shape),
+#                serve-bench at c = 1 and 32 with compiled prefill, the toy sweep with the
+#                zoo's drafter (the c = 16 stall of 2026-11-29c) (~8 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world)
 #       train    ablations, DSpark study and self-spec fine-tune at once (threads capped per
@@ -72,9 +72,9 @@ if [ -n "$micro" ]; then
   CAL=(model=toy --quick --device cpu)
   VAL=(model=toy --device cpu --concurrency 1,2 --blocks 4 --repeats 1 --prompt 16
        --new-tokens 8)
-  BENCH=()
   SERVE=(--target random:tiny --device cpu --concurrency 1,2 --max-new-tokens 8
          --prompt-len 16)
+  TOY=(--device cpu --concurrency 1,2 --max-new-tokens 8 --prompt-len 16)
   SERVE_ALL=("${SERVE[@]}")
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
@@ -85,8 +85,8 @@ else
   ACC=()
   CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
-  BENCH=(--ablate --variants "all off,+fused qk,qk+gemv")
   SERVE=(--concurrency 1,32)
+  TOY=()
   SERVE_ALL=()
 fi
 
@@ -103,15 +103,16 @@ case $part in
     if [ -z "$micro" ]; then  # the committed tokenizer and target: their stage keys match
       mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
     fi
-    OMP_NUM_THREADS=8 run recipe 280 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+    OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
     if [ -z "$micro" ]; then
-      run bench 150 python -m reference.bench --out "$R/engine_ablation.json" "${BENCH[@]}"
       # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
       run serve_bs1 90 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
         --methods ar --prompt-len 512 --max-new-tokens 256
     fi
     WORKBENCH_COMPILED_PREFILL=1 run serve 110 python -m workbench serve-bench \
       --out "$R/serve_compiled_prefill" "${SERVE[@]}"
+    run serve_toy 80 python -m workbench serve-bench --out "$R/serve_toy" --target \
+      random:tiny --methods ar --toy experiments/zoo "${TOY[@]}"
     ;;
   drafters)
     OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $A --parallel \

@@ -11,7 +11,8 @@ with a stage.json keyed on its config and the data stage's key; done ones are sk
 starts an ablation only if its max_minutes still fits in --budget-minutes, so one command
 stays under a machine's time limit; rerun it to continue. `--parallel` trains every
 ablation at the same time, one process each (small drafters leave an H200 mostly idle).
-600 steps planned, 3 minutes each. Sharing the GPU, a run's step time follows its kernel
+600 steps planned, 3 minutes each, 128 sequences a step (the recipe's drafters' batch: a
+step's time hardly depends on it). Sharing the GPU, a run's step time follows its kernel
 count (`python -m reference.toy.step_cost`: aten ops of one forward and backward, the same
 at any shape): the block drafters (421-514 ops) reached 425-491 steps (H200, 2026-11-29c),
 the full EAGLE chain (B-1 = 15 sequential layer passes, 3577 ops then, 3001 now) 55. So
@@ -37,7 +38,7 @@ from pathlib import Path
 from reference.toy.recipe import Recipe, is_done, stage_key
 from reference.toy.train_dflash import DFlashTrainConfig
 
-BASE = DFlashTrainConfig(block_size=16, steps=600, max_minutes=3.0)
+BASE = DFlashTrainConfig(block_size=16, batch=128, steps=600, max_minutes=3.0)
 ABLATIONS = {
     "full": {},
     "no-decay": {"no_decay": True},

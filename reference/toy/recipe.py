@@ -16,9 +16,11 @@ and 8 minutes; their metrics say how many steps or sequences fitted). Measured t
 2026-11-29 (benchmarks/h200-2026-11-29c/toy/recipe.log): tokenizer 2 s, target 1200 steps
 68 s (validation loss 2.28 at best, early stopping), 20,000 continuations 60 s, two drafters
 in parallel 1,856 and 1,799 steps in 3 minutes (0.1 s per step each): tau 2.59 (B = 16) on
-held-out prompts at T = 0, with the training accuracy still rising, hence the 8-minute
-drafter budget (about 4,800 steps) and 40,000 continuations now: about 13 minutes in all,
-the drafters in a call of their own (`--stage` or `--budget-minutes`).
+held-out prompts at T = 0, with the training accuracy still rising. A drafter step there
+costs its kernel count, not its batch (reference/toy/step_cost.py: launch-bound at 32
+sequences), so the drafters now take 128 sequences a step for 8 minutes, on 60,000
+continuations (3.5 minutes): about 14 minutes in all, the drafters in a call of their own
+(`--stage` or `--budget-minutes`).
 `--micro` is the CPU scale the tests run.
 """
 
@@ -52,14 +54,14 @@ class Recipe:
     max_files: int | None = None
     target_steps: int | None = None
     target_minutes: float | None = 4.0
-    num_prompts: int = 40000
+    num_prompts: int = 60000
     prompt_len: tuple[int, int] = (64, 256)
     max_new: int = 256
     gen_batch: int = 256
-    data_minutes: float | None = 2.5
+    data_minutes: float | None = 3.5
     drafters: tuple[DFlashTrainConfig, ...] = (
-        DFlashTrainConfig(block_size=16, steps=6000, max_minutes=8.0),
-        DFlashTrainConfig(block_size=8, steps=6000, max_minutes=8.0),
+        DFlashTrainConfig(block_size=16, batch=128, steps=6000, max_minutes=8.0),
+        DFlashTrainConfig(block_size=8, batch=128, steps=6000, max_minutes=8.0),
     )
     eval_prompts: int = 64
     eval_max_new: int = 256
