@@ -58,9 +58,11 @@ class _Engine:
     """One generate() call: requests, device state of the running batch, and the stats."""
 
     def __init__(self, target: Target, prompts, proposer: Proposer | None, max_new: int,
-                 sampling: Sampling, stop: set[int], seed: int):
+                 sampling: Sampling, stop: set[int], seed: int, lookahead: bool = False):
         self.target, self.proposer = target, proposer
         self.max_new, self.stop = max_new, stop
+        self.lookahead = lookahead
+        self.pending: tuple | None = None  # a launched step not read yet (lookahead)
         self.block = proposer.block_size if proposer else 1
         need = max(len(p) for p in prompts) + max_new + 2 * self.block
         rt = runtime(target, proposer.draft_kv if proposer else None, bucket(len(prompts)),
@@ -90,7 +92,10 @@ class _Engine:
                 r.done = True
 
     def _append(self, r: RequestState, new: list[int]) -> None:
-        """Host-side finish: cut after the first stop token or at max_new_tokens."""
+        """Host-side finish: cut after the first stop token or at max_new_tokens. A request
+        already finished ignores the step launched before its finish was read (lookahead)."""
+        if r.done:
+            return
         for tok in new:
             r.tokens.append(tok)
             if tok in self.stop or len(r.tokens) >= self.max_new:
@@ -118,9 +123,17 @@ class _Engine:
         self.valid = tensor([1] * bs)
 
     def step(self) -> None:
-        """One round (speculative) or one decode step (plain), then the host's bookkeeping."""
+        """One round (speculative) or one decode step (plain), then the host's bookkeeping.
+
+        With lookahead the host reads each step only after launching the next one, so the
+        device runs the steps back to back; the next step's inputs are the last one's device
+        outputs. The batch is re-packed only after the pending step is read.
+        """
         start = time.perf_counter()
         if not self.live or any(r.done for r in self.live):
+            self.drain()
+            if all(r.done for r in self.reqs):
+                return
             self._pack()
         self.pool.reserve_many([r.row for r in self.live],
                                [r.committed + 2 * self.block for r in self.live])
@@ -130,22 +143,44 @@ class _Engine:
                                             self.valid), clock)
         self.verified_id, self.prefix_lens = out.bonus, out.new_seq_lens
         host = torch.cat([out.commit_lens[:, None].long(), out.out_tokens], dim=1)
-        for r, (n, *toks) in zip(self.live, host[: len(self.live)].tolist()):
-            r.commits.append(n)
+        launched = (self.live, host, clock, start)
+        if self.lookahead:
+            launched, self.pending = self.pending, launched
+        if launched is not None:
+            self._read(*launched)
+
+    def drain(self) -> None:
+        """Read the pending step, if any (lookahead)."""
+        if self.pending is not None:
+            launched, self.pending = self.pending, None
+            self._read(*launched)
+
+    def _read(self, live: list[RequestState], host: torch.Tensor, clock: Clock,
+              start: float) -> None:
+        """Wait for one step's results, append them and account its time."""
+        for r, (n, *toks) in zip(live, host[: len(live)].tolist()):
+            if not r.done:
+                r.commits.append(n)
             self._append(r, toks[:n])
         phases = clock.intervals()
         for name, dt in zip(PHASES, phases):
             self.times[name] += dt
         wall = time.perf_counter() - start
-        self.times["host"] += wall - sum(phases)
-        self.round_times.append([len(self.live), wall, *phases])
+        self.times["host"] += max(wall - sum(phases), 0.0)
+        self.round_times.append([len(live), wall, *phases])
         self.rounds += 1
 
 
 def generate(target: Target, prompts: list[list[int]], *, proposer: Proposer | None = None,
              max_new_tokens: int = 128, temperature: float = 0.0, top_k: int = 0,
-             top_p: float = 1.0, stop_token_ids=(), seed: int = 0) -> GenerateOutput:
+             top_p: float = 1.0, stop_token_ids=(), seed: int = 0,
+             lookahead: bool = False) -> GenerateOutput:
     """Decode `prompts` with `target`, speculatively when a proposer is given.
+
+    lookahead (plain decoding only): launch each step before reading the previous one, so
+    the host's bookkeeping hides behind the device (the serving loop's overlap, reference/
+    serve/, does this for every proposer). The tokens are the same; a request's step
+    launched after its finish is dropped. A round's wall time then spans two launches.
 
     Returns the new tokens per request (cut after the first stop token or at
     max_new_tokens), the commit length of every round per request, and stats: rounds,
@@ -158,8 +193,12 @@ def generate(target: Target, prompts: list[list[int]], *, proposer: Proposer | N
         raise ValueError("prompts must be a non-empty list of non-empty token lists")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if lookahead and proposer is not None:
+        raise ValueError("lookahead is for plain decoding; the serving loop's overlap mode "
+                         "(reference/serve/) pipelines speculative rounds")
     sampling = Sampling(temperature, top_k, top_p)
-    eng = _Engine(target, prompts, proposer, max_new_tokens, sampling, set(stop_token_ids), seed)
+    eng = _Engine(target, prompts, proposer, max_new_tokens, sampling, set(stop_token_ids), seed,
+                  lookahead)
     try:
         with torch.inference_mode():
             t0 = time.perf_counter()
@@ -167,6 +206,7 @@ def generate(target: Target, prompts: list[list[int]], *, proposer: Proposer | N
             t1 = time.perf_counter()
             while any(not r.done for r in eng.reqs):
                 eng.step()
+            eng.drain()
             if target.device.type == "cuda":
                 torch.cuda.synchronize()
             t2 = time.perf_counter()

@@ -63,10 +63,37 @@ def test_speculative_greedy_equals_plain_greedy(target, drafter_dir, lens, block
     assert pool.free_slots == pool.num_slots - 1
 
 
+@given(lens=st.lists(st.integers(1, 12), min_size=1, max_size=6), max_new=st.integers(1, 24),
+       stops=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 23)), max_size=3),
+       seed=st.integers(0, 2**16))
+def test_lookahead_plain_decoding_equals_plain(target, lens, max_new, stops, seed):
+    """Launching each step before reading the last: same greedy tokens, requests finishing
+    at different steps (stop tokens taken from several streams), every slot freed."""
+    note(f"{lens=} {max_new=} {stops=} {seed=}")
+    prompts = _prompts(lens, target.config.vocab_size, seed)
+    full = generate(target, prompts, max_new_tokens=max_new)
+    stop = tuple({full.tokens[i % len(prompts)][min(k, max_new - 1)] for i, k in stops})
+    plain = generate(target, prompts, max_new_tokens=max_new, stop_token_ids=stop)
+    ahead = generate(target, prompts, max_new_tokens=max_new, stop_token_ids=stop,
+                     lookahead=True)
+    assert ahead.tokens == plain.tokens
+    assert ahead.accept_lengths == plain.accept_lengths
+    assert ahead.stats["rounds"] <= plain.stats["rounds"] + len(prompts)
+    pool = target.runtime.pool
+    pool.check()
+    assert pool.free_slots == pool.num_slots - 1
+
+
+def test_lookahead_refuses_a_proposer(target, dflash):
+    with pytest.raises(ValueError, match="plain decoding"):
+        generate(target, [[1, 2]], proposer=dflash, lookahead=True)
+
+
 def test_slots_are_never_shared_during_a_run(target, dflash, checked_rounds):
     prompts = _prompts([3, 11, 6, 1, 8], target.config.vocab_size, seed=3)
     generate(target, prompts, proposer=dflash, max_new_tokens=17)
     generate(target, prompts, max_new_tokens=13, stop_token_ids=(1, 2, 3))
+    generate(target, prompts, max_new_tokens=13, stop_token_ids=(1, 2, 3), lookahead=True)
 
 
 def test_oracle_without_corruption_commits_full_blocks(target):
