@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from reference.cuda_graphs import bucket
-from reference.device import to_device
+from reference.device import Fence, host_buffer, to_device
 from reference.engine import PHASES, Clock, DecodeBatch, Engine, Runtime, runtime
 from reference.model import Target
 from reference.proposers import Proposer
@@ -127,7 +127,9 @@ class _Engine:
 
         With lookahead the host reads each step only after launching the next one, so the
         device runs the steps back to back; the next step's inputs are the last one's device
-        outputs. The batch is re-packed only after the pending step is read.
+        outputs. Each step's results are staged in pinned memory as it is launched, so the
+        read waits for that copy, not for the step queued after it. The batch is re-packed
+        only after the pending step is read.
         """
         start = time.perf_counter()
         if not self.live or any(r.done for r in self.live):
@@ -143,7 +145,12 @@ class _Engine:
                                             self.valid), clock)
         self.verified_id, self.prefix_lens = out.bonus, out.new_seq_lens
         host = torch.cat([out.commit_lens[:, None].long(), out.out_tokens], dim=1)
-        launched = (self.live, host, clock, start)
+        done = None
+        if self.lookahead:  # stage now: a later plain read would queue behind the next step
+            staged = host_buffer(host.numel(), host.device).view(host.shape)
+            host = staged.copy_(host, non_blocking=True)
+            done = Fence(self.target.device.type == "cuda", timing=False).record()
+        launched = (self.live, host, done, clock, start)
         if self.lookahead:
             launched, self.pending = self.pending, launched
         if launched is not None:
@@ -155,9 +162,12 @@ class _Engine:
             launched, self.pending = self.pending, None
             self._read(*launched)
 
-    def _read(self, live: list[RequestState], host: torch.Tensor, clock: Clock,
-              start: float) -> None:
-        """Wait for one step's results, append them and account its time."""
+    def _read(self, live: list[RequestState], host: torch.Tensor, done: Fence | None,
+              clock: Clock, start: float) -> None:
+        """Wait for one step's results (`done`: its staged copy), append them, account its
+        time."""
+        if done is not None:
+            done.synchronize()
         for r, (n, *toks) in zip(live, host[: len(live)].tolist()):
             if not r.done:
                 r.commits.append(n)
