@@ -5,18 +5,22 @@
 #   bash benchmarks/h200_suite.sh PART OUT [micro]
 #
 # PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
-#                keys the recipe accepts), batch-1 AR at prompt 512 (issue 3's shape),
-#                serve-bench at c = 1 and 32 with compiled prefill, the toy sweep with the
-#                zoo's drafter (the c = 16 stall of 2026-11-29c) (~8 min)
+#                keys the recipe accepts), the engine bench (batch 1, 4, 16, 64: AR with and
+#                without lookahead, DFlash with the oracle, transformers at batch 1) and
+#                batch-1 AR through the serving loop at prompt 512 (issue 3's shape) (~6 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
-#                export (~9.5 min; needs world)
-#       train    ablations, DSpark study and self-spec fine-tune at once (threads capped per
-#                process: nine trainers share 16 cores), then the acceptance tables and
-#                studies (ablations, block size, latency) (~9 min; needs drafters)
+#                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
+#       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
+#                input fusion, uniform blocks), 8 minutes each in parallel, and their
+#                acceptance (~9.5 min; needs world)
+#       train    the seven 3-minute ablations beside the DSpark study, then the self-spec
+#                fine-tune (alone: beside seven trainers it ran out of GPU memory), then the
+#                acceptance tables and studies (main, ablations, block size, latency)
+#                (~10 min; needs drafters or the zoo's drafters copied to artifacts/toy)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
-# world, drafters and train need about 26 minutes of H200 time with the machine's start; timing
-# is for a session with time left (the committed tables are from 2026-11-29c).
+# The next session: world, then ablations (~17 minutes with the machine's start); the other
+# parts when their inputs change (results: benchmarks/h200-2026-11-29c and -29d).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -30,13 +34,15 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in world drafters train timing; do
+  for part in world drafters ablations train timing; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
   rmdir "$dest/r" 2>/dev/null
-  [ -d "$dest/drafters/zoo" ] && rm -rf experiments/zoo && cp -r "$dest/drafters/zoo" \
-    experiments/zoo && rm -rf "$dest/drafters/zoo"
+  if [ -d "$dest/drafters/zoo" ]; then  # the new zoo, keeping its README
+    find experiments/zoo -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+    cp -r "$dest/drafters/zoo/." experiments/zoo/ && rm -rf "$dest/drafters/zoo"
+  fi
   find "$dest" -name "*.safetensors" -delete
   ls "$dest"/timing/calibration/*.json >/dev/null 2>&1 && python -m workbench calibrate \
     install "$dest"/timing/calibration/*.json hardware=h200
@@ -72,10 +78,12 @@ if [ -n "$micro" ]; then
   CAL=(model=toy --quick --device cpu)
   VAL=(model=toy --device cpu --concurrency 1,2 --blocks 4 --repeats 1 --prompt 16
        --new-tokens 8)
-  SERVE=(--target random:tiny --device cpu --concurrency 1,2 --max-new-tokens 8
-         --prompt-len 16)
-  TOY=(--device cpu --concurrency 1,2 --max-new-tokens 8 --prompt-len 16)
-  SERVE_ALL=("${SERVE[@]}")
+  SERVE_ALL=(--target random:tiny --device cpu --concurrency 1,2 --max-new-tokens 8
+             --prompt-len 16)
+  BENCH=(--device cpu --preset tiny --batch-sizes 1,2 --prompt-len 16 --new-tokens 8
+         --hf-new-tokens 0)
+  SERVE_BS1=(--target random:tiny --device cpu --prompt-len 16 --max-new-tokens 8)
+  LONG=(--micro --minutes 0.05 --budget-minutes 1)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
   DRAFT=(--size small --budget-minutes 10.5)  # a gate: drafters 8.5 planned, eval 1.5 (6 s measured)
@@ -85,8 +93,9 @@ else
   ACC=()
   CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
-  SERVE=(--concurrency 1,32)
-  TOY=()
+  BENCH=()
+  SERVE_BS1=()
+  LONG=(--minutes 8 --budget-minutes 8.5)
   SERVE_ALL=()
 fi
 
@@ -104,28 +113,30 @@ case $part in
       mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
     fi
     OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
-    if [ -z "$micro" ]; then
-      # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
-      run serve_bs1 90 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
-        --methods ar --prompt-len 512 --max-new-tokens 256
-    fi
-    WORKBENCH_COMPILED_PREFILL=1 run serve 110 python -m workbench serve-bench \
-      --out "$R/serve_compiled_prefill" "${SERVE[@]}"
-    run serve_toy 80 python -m workbench serve-bench --out "$R/serve_toy" --target \
-      random:tiny --methods ar --toy experiments/zoo "${TOY[@]}"
+    run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
+    # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
+    run serve_bs1 120 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
+      --methods ar --prompt-len 512 --max-new-tokens 256 "${SERVE_BS1[@]}"
     ;;
   drafters)
     OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $A --parallel \
       --zoo "$R/zoo" "${DRAFT[@]}"
+    ;;
+  ablations)
+    OMP_NUM_THREADS=2 run ablations 540 python -m reference.toy.ablations --out $A --parallel \
+      --only full --only no-features --only fusion --only uniform "${LONG[@]}"
+    run acc_ablations 80 python -m experiments.acceptance artifacts=$A study=ablations \
+      "drafters=[ablations/full,ablations/no-features,ablations/fusion,ablations/uniform]" \
+      "hydra.run.dir=$R/acc_ablations" "${ACC[@]}"
     ;;
   train)
     OMP_NUM_THREADS=1 run ablations 300 python -m reference.toy.ablations --out $A --parallel \
       "${ABL[@]}" &
     OMP_NUM_THREADS=4 run dspark 330 python -m reference.toy.dspark_study --artifacts $A \
       --out "$R/dspark" "${DSPARK[@]}" &
-    OMP_NUM_THREADS=4 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
-      --out "$R/selfspec" "${SELFSPEC[@]}" &
     wait
+    OMP_NUM_THREADS=8 run selfspec 240 python -m reference.toy.train_selfspec --recipe $A \
+      --out "$R/selfspec" "${SELFSPEC[@]}"
     rm -f "$R"/selfspec/model/*.safetensors "$R"/dspark/*/model.safetensors
     run acceptance 100 python -m experiments.acceptance artifacts=$A "hydra.run.dir=$R/acc" \
       "${ACC[@]}"
@@ -143,7 +154,7 @@ case $part in
     run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
     ;;
   *)
-    echo "unknown part $part (world, drafters, train, timing)" >&2
+    echo "unknown part $part (world, drafters, ablations, train, timing)" >&2
     exit 2
     ;;
 esac

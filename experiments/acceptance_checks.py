@@ -3,20 +3,29 @@
 Each check reads the greedy (T = 0) rows of the test split (or of the first split measured)
 and states one claim of shared/research/dflash-paper.md with the numbers behind it:
 
-- table 9: KV injection beats input fusion ("diffusion only") and DFlash-AR ("injection
-  only") at equal depth and steps;
+- table 9: KV injection beats input fusion ("diffusion only") at equal depth and steps;
+  drafting autoregressively with KV injection (DFlash-AR, "injection only") reaches a higher
+  tau than the parallel block (paper: 4.8 vs 4.2 on GSM8K) at a higher draft cost per
+  round, which is why the full method wins on speedup;
 - table 10: target features beat none by a wide margin (tau ratio >= 1.2);
 - table 13: random anchors beat uniform blocks; figure 5: the decayed loss beats a flat one;
-- the block drafter beats the EAGLE-style chain at equal steps;
+- the block drafter drafts a round faster than the EAGLE-style chain (at test B = 16;
+  the paper's EAGLE-3 matches DFlash's tau and loses on speedup);
 - table 8: train B = 16 -> test B = 8 holds up better than train 8 -> test 16 (each relative
   to the drafter trained at the test size);
 - figure 3: the block drafter's draft time per round is flat in B (B = 32 within 1.5x of
   B = 4) while the chain drafters' grows (at least 3x).
 
 A check whose drafters were not measured in these rows is left out.
+`python -m experiments.acceptance_checks DIR...` rewrites the orderings section of each
+run folder's results.md from its results.csv (after a change to these checks).
 """
 
 from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
 
 FLAT, GROWS = 1.5, 3.0
 
@@ -39,17 +48,23 @@ def paper_checks(rows: list[dict]) -> list[tuple[str, str, bool]]:
     g = _greedy(rows) if rows else {}
     out = []
     pairs = (("table 9: KV injection > input fusion", "ablations/full", "ablations/fusion", 1.0),
-             ("table 9: KV injection > DFlash-AR", "ablations/full", "ablations/ar", 1.0),
+             ("table 9: DFlash-AR (sequential) > parallel block in tau", "ablations/ar",
+              "ablations/full", 1.0),
              ("table 10: target features >> none", "ablations/full", "ablations/no-features",
               1.2),
              ("table 13: random anchors > uniform blocks", "ablations/full",
               "ablations/uniform", 1.0),
-             ("figure 5: decayed loss > flat loss", "ablations/full", "ablations/no-decay", 1.0),
-             ("block drafter > EAGLE-style chain", "ablations/full", "ablations/eagle", 1.0))
+             ("figure 5: decayed loss > flat loss", "ablations/full", "ablations/no-decay", 1.0))
     for claim, a, b, ratio in pairs:
         ta, tb = _tau(g, a), _tau(g, b)
         if ta is not None and tb is not None:
             out.append((claim, f"tau {ta:.2f} vs {tb:.2f} (x{ta / tb:.2f})", ta > ratio * tb))
+    for chain in ("ablations/ar", "ablations/eagle"):
+        a, b = g.get(("ablations/full", 16)), g.get((chain, 16))
+        if a is not None and b is not None:
+            da, db = a["draft_ms_per_round"], b["draft_ms_per_round"]
+            out.append((f"block drafter drafts a round faster than {chain}",
+                        f"draft {da:.2f} vs {db:.2f} ms per round", da < db))
     t = {(r["train_B"], b): r["tau"] for (d, b), r in g.items() if d.startswith("dflash-b")}
     if all(k in t for k in ((16, 8), (8, 8), (8, 16), (16, 16))):
         down, up = t[16, 8] / t[8, 8], t[8, 16] / t[16, 16]
@@ -68,4 +83,27 @@ def checks_markdown(rows: list[dict]) -> str:
     """The checks as a markdown list (empty when no check applies)."""
     lines = [f"- {'holds' if ok else 'DOES NOT HOLD'}: {claim} ({nums})"
              for claim, nums, ok in paper_checks(rows)]
-    return "\n## The paper's orderings (T = 0)\n\n" + "\n".join(lines) + "\n" if lines else ""
+    return HEADING + "\n" + "\n".join(lines) + "\n" if lines else ""
+
+
+HEADING = "\n## The paper's orderings (T = 0)\n"
+
+
+def rewrite(folder: Path) -> str:
+    """Recompute the orderings of folder/results.md from folder/results.csv; returns them."""
+    with open(folder / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for key in ("tau", "T", "draft_ms_per_round"):
+            r[key] = float(r[key])
+        for key in ("train_B", "test_B"):
+            r[key] = int(r[key])
+    md = folder / "results.md"
+    checks = checks_markdown(rows)
+    md.write_text(md.read_text().split(HEADING)[0] + checks)
+    return checks
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        print(arg, rewrite(Path(arg)), sep="\n")

@@ -20,7 +20,10 @@ the eagle run trains a 2-step chain (chain_depth 2: the context pass's step 0 an
 on its own feature, 466 ops; bf16 556 against DFlash's 624) and drafts the full block as
 before: equal steps, a shorter training-time test (depth 3: 661 ops, 1.3x a DFlash step).
 Its metrics' acc covers the trained positions 1..2 only. Each stage.json records
-steps_done to confirm the steps.
+steps_done to confirm the steps. At 3 minutes (2026-11-29d: 406-491 steps at 128 sequences)
+the block drafters' tau spread only 1.7-2.2, where the main B = 16 drafter needed thousands
+of steps to reach 4.8; `--minutes 8 --only full --only no-features --only fusion --only
+uniform` trains the four that decide tables 9, 10 and 13 longer (their own stage keys).
 Evaluate them with `python -m experiments.acceptance study=ablations`.
 """
 
@@ -39,6 +42,7 @@ from reference.toy.recipe import Recipe, is_done, stage_key
 from reference.toy.train_dflash import DFlashTrainConfig
 
 BASE = DFlashTrainConfig(block_size=16, batch=128, steps=600, max_minutes=3.0)
+LONG_STEPS = 6000  # the step cap of a --minutes run (the recipe's drafters')
 ABLATIONS = {
     "full": {},
     "no-decay": {"no_decay": True},
@@ -112,10 +116,14 @@ def main() -> None:
     ap.add_argument("--only", choices=sorted(ABLATIONS), action="append", default=None)
     ap.add_argument("--budget-minutes", type=float, default=9.0)
     ap.add_argument("--parallel", action="store_true", help="one process per ablation")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help=f"train each for this long (at most {LONG_STEPS} steps) instead of "
+                         f"{BASE.steps} steps in {BASE.max_minutes} minutes")
     args = ap.parse_args()
     if args.parallel:
         shared = ["--out", str(args.out), "--budget-minutes", str(args.budget_minutes),
-                  *(["--micro"] if args.micro else ["--size", args.size])]
+                  *(["--micro"] if args.micro else ["--size", args.size]),
+                  *(["--minutes", str(args.minutes)] if args.minutes else [])]
         names = args.only or sorted(ABLATIONS)
         procs = [subprocess.Popen([sys.executable, "-m", "reference.toy.ablations", *shared,
                                    "--only", name]) for name in names]
@@ -125,6 +133,9 @@ def main() -> None:
         return
     recipe = MICRO if args.micro else dataclasses.replace(Recipe(), size=args.size)
     base = dataclasses.replace(MICRO.drafters[0], steps=10) if args.micro else BASE
+    if args.minutes:
+        base = dataclasses.replace(base, max_minutes=args.minutes,
+                                   steps=base.steps if args.micro else LONG_STEPS)
     command = " ".join(["python -m reference.toy.ablations", *sys.argv[1:]])
     run_ablations(args.out, recipe, tuple(args.only or ABLATIONS), base, args.budget_minutes,
                   command)
