@@ -11,15 +11,14 @@ and everything after it. `--stage NAME` runs one stage (the stages it needs must
 a drafter needs the data, not the other drafter); `--budget-minutes M` starts only the
 stages that fit in M minutes (rerun to continue); `--parallel` trains the drafters at the
 same time, one process each (a small model leaves most of an H200 idle).
-On an H200 the target, the data generation and the drafters run on wall-time budgets (4, 2.5
+On an H200 the target, the data generation and the drafters run on wall-time budgets (4, 3.5
 and 8 minutes; their metrics say how many steps or sequences fitted). Measured there on
-2026-11-29 (benchmarks/h200-2026-11-29c/toy/recipe.log): tokenizer 2 s, target 1200 steps
-68 s (validation loss 2.28 at best, early stopping), 20,000 continuations 60 s, two drafters
-in parallel 1,856 and 1,799 steps in 3 minutes (0.1 s per step each): tau 2.59 (B = 16) on
-held-out prompts at T = 0, with the training accuracy still rising. A drafter step there
-costs its kernel count, not its batch (reference/toy/step_cost.py: launch-bound at 32
-sequences), so the drafters now take 128 sequences a step for 8 minutes, on 60,000
-continuations (3.5 minutes): about 14 minutes in all, the drafters in a call of their own
+2026-11-29 (benchmarks/h200-2026-11-29c and -29d): tokenizer 2 s, target 1200 steps 68 s
+(validation loss 2.28 at best, early stopping), 60,000 continuations 121 s, the two drafters
+in parallel at 128 sequences a step 4,628 (B = 16, 8 minutes) and 6,000 (B = 8, its step
+cap, 7.5 minutes) steps: held-out tau 4.77 and 4.81 at T = 0 (at 32 sequences a step and 3
+minutes: 2.59 and 3.12; a step costs its kernel count, not its batch, see
+reference/toy/step_cost.py). About 13 minutes in all, the drafters in a call of their own
 (`--stage` or `--budget-minutes`).
 `--micro` is the CPU scale the tests run.
 """
