@@ -12,7 +12,8 @@
 #                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
 #                input fusion, uniform blocks), 8 minutes each in parallel, and their
-#                acceptance (~9.5 min; needs world)
+#                acceptance (~9.5 min; needs world). Training parts write a profile of steps
+#                10-14 of every trainer into profiles/ (reference/toy/step_cost.py)
 #       train    the seven 3-minute ablations beside the DSpark study, then the self-spec
 #                fine-tune (alone: beside seven trainers it ran out of GPU memory), then the
 #                acceptance tables and studies (main, ablations, block size, latency)
@@ -119,11 +120,12 @@ case $part in
       --methods ar --prompt-len 512 --max-new-tokens 256 "${SERVE_BS1[@]}"
     ;;
   drafters)
-    OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $A --parallel \
-      --zoo "$R/zoo" "${DRAFT[@]}"
+    WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=8 run recipe 580 \
+      python -m reference.toy.recipe --out $A --parallel --zoo "$R/zoo" "${DRAFT[@]}"
     ;;
   ablations)
-    OMP_NUM_THREADS=2 run ablations 540 python -m reference.toy.ablations --out $A --parallel \
+    WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=2 run ablations 540 \
+      python -m reference.toy.ablations --out $A --parallel \
       --only full --only no-features --only fusion --only uniform "${LONG[@]}"
     run acc_ablations 80 python -m experiments.acceptance artifacts=$A study=ablations \
       "drafters=[ablations/full,ablations/no-features,ablations/fusion,ablations/uniform]" \

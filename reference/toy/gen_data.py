@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from reference.device import to_device
 from reference.generate import generate
 from reference.model import Target
 from reference.toy.corpus import read_texts
@@ -110,7 +111,10 @@ class ToyDataset:
             a, b = int(self.offsets[i]), int(self.offsets[i + 1])
             ids[row, : b - a] = self.tokens[a:b].long()
             mask[row, : b - a] = self.loss_mask[a:b].bool()
-        return ids.to(device), mask.to(device), lens.to(device)
+        if device is None or torch.device(device).type != "cuda":
+            return ids.to(device), mask.to(device), lens.to(device)
+        dev = torch.device(device)  # pinned and asynchronous: the host does not wait
+        return (to_device(ids, dev), to_device(mask, dev, torch.bool), to_device(lens, dev))
 
 
 def save_dataset(path: Path, prompts: list[list[int]], continuations: list[list[int]],

@@ -134,27 +134,32 @@ def block_targets(ids: torch.Tensor, loss_mask: torch.Tensor, anchors: torch.Ten
 
 def decayed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
                           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """sum(w * CE) / sum(w) over M kept positions, and the unweighted top-1 accuracy.
+    """sum(w * CE) / sum(w) over M rows, and the top-1 accuracy over the rows of positive
+    weight (rows of weight 0 add nothing to either).
 
-    logits: (M, V); labels: (M,) i64; weights: (M,) > 0.
+    logits: (M, V); labels: (M,) i64; weights: (M,) >= 0.
     """
     ce = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="none")
     loss = (ce * weights).sum() / weights.sum().clamp_min(math.ulp(1.0))
-    acc = (logits.argmax(-1) == labels).float().mean()
-    return loss, acc
+    kept = weights > 0
+    hits = (logits.argmax(-1) == labels) & kept
+    return loss, hits.sum() / kept.sum().clamp_min(1)
 
 
 def block_loss(states: torch.Tensor, head, labels: torch.Tensor, weights: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Loss of the draft against same-position labels, anchor column excluded.
 
+    Every position passes through the head, so no shape depends on the data and the host
+    never waits for the device (a boolean selection of the kept rows would); positions of
+    weight 0 (invalid blocks, outside the loss mask) add nothing.
+
     Args:
         states: (bs, N, B-1, X) draft outputs, column i = block position i+1 (label
-            x_{p+i+1}); head maps the kept rows (M, X) to logits (M, V) (the target's LM
-            head; only positions of positive weight pass through it).
+            x_{p+i+1}); head maps them to logits (..., V) (the target's LM head).
         labels, weights: (bs, N, B) from `block_targets`.
     Returns: `decayed_cross_entropy` over the positions of positive weight.
     """
-    keep = weights[:, :, 1:] > 0
-    return decayed_cross_entropy(head(states[keep]), labels[:, :, 1:][keep],
-                                 weights[:, :, 1:][keep])
+    w = weights[:, :, 1:].reshape(-1)
+    logits = head(states).reshape(w.numel(), -1)
+    return decayed_cross_entropy(logits, labels[:, :, 1:].reshape(-1), w)

@@ -1,6 +1,12 @@
-"""Cost of one drafter training step per variant: aten ops and CPU time at micro shapes.
+"""Cost of one drafter training step: aten ops and CPU time per variant at micro shapes, and
+a profile of real steps inside a training run.
 
     python -m reference.toy.step_cost [--dtype bfloat16] [--depths 1,2,3,15] [--reps 20]
+
+`StepProfile` (on when WORKBENCH_TRAIN_PROFILE names a folder) profiles steps 10-14 of
+every `train_dflash.fit` and writes the run's top ops by device (or CPU) time, the wall
+time per step and the device time per step into that folder: whether a step waits on the
+host, the device or other processes sharing it.
 
 A random micro target (reference/toy/train_target.py SIZES["micro"], vocab 512) and one
 batch like the micro recipe's (6 sequences of up to 64 tokens, 8 anchors, B = 16); each row
@@ -13,6 +19,8 @@ time follows it (reference/toy/ablations.py). Run with OMP_NUM_THREADS=1 for ste
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -52,6 +60,49 @@ class OpCount(TorchDispatchMode):
                    for r in func._schema.returns):
             self.ops += 1
         return func(*args, **(kwargs or {}))
+
+
+class StepProfile:
+    """Profiles steps [first, first + count) of a training loop: call `step(i)` before step i
+    runs, `close()` after the loop (writes nothing if the window was not reached)."""
+
+    def __init__(self, name: str, first: int = 10, count: int = 5):
+        folder = os.environ.get("WORKBENCH_TRAIN_PROFILE")
+        safe = re.sub(r"[^\w.-]+", "_", name).strip("_")
+        self.path = Path(folder) / f"{safe}.txt" if folder else None
+        self.first, self.count = first, count
+        self.prof, self.t0 = None, 0.0
+
+    def step(self, i: int) -> None:
+        if self.path is None or i not in (self.first, self.first + self.count):
+            return
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.synchronize()
+        if i == self.first:
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            acts += [torch.profiler.ProfilerActivity.CUDA] if cuda else []
+            self.prof = torch.profiler.profile(activities=acts)
+            self.prof.__enter__()
+            self.t0 = time.perf_counter()
+            return
+        wall = (time.perf_counter() - self.t0) / self.count
+        self.prof.__exit__(None, None, None)
+        events = self.prof.key_averages()
+        key = "self_device_time_total" if cuda else "self_cpu_time_total"
+        device_us = sum(getattr(e, key) for e in events) / self.count
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(
+            f"{self.path.stem}: steps {self.first}-{i - 1}, wall {1e3 * wall:.1f} ms per step "
+            f"(profiled), {'device' if cuda else 'CPU'} self time {device_us / 1e3:.1f} ms per "
+            f"step, {sum(e.count for e in events) // self.count} profiled calls per step\n\n"
+            + events.table(sort_by=key, row_limit=30))
+        self.prof = None
+
+    def close(self) -> None:
+        if self.prof is not None:
+            self.prof.__exit__(None, None, None)
+            self.prof = None
 
 
 def micro_batch(dtype: torch.dtype) -> tuple[Target, dict]:

@@ -49,6 +49,7 @@ from reference.toy.objective import (
     random_anchors,
     uniform_anchors,
 )
+from reference.toy.step_cost import StepProfile
 from reference.toy.tokenizer import MASK
 from reference.toy.train_target import lr_at
 from reference.toy.variants import VARIANTS, context_features
@@ -156,7 +157,9 @@ def fit(model: torch.nn.Module, pool: list[int], cfg: DrafterTrainConfig, step_f
     pick = torch.Generator().manual_seed(cfg.seed)
     log_every = log_every or max(1, cfg.steps // 20)
     history, losses, t0, step = [], [], time.time(), 0
+    profile = StepProfile(tag)
     while (progress := _progress(step, time.time() - t0, cfg)) < 1.0:
+        profile.step(step)
         for group in opt.param_groups:
             group["lr"] = lr_at(int(progress * 10_000), 10_000, cfg.lr, cfg.warmup)
         rows = torch.randint(0, len(pool), (min(cfg.batch, len(pool)),), generator=pick)
@@ -174,6 +177,7 @@ def fit(model: torch.nn.Module, pool: list[int], cfg: DrafterTrainConfig, step_f
             print(f"{tag} step {step:5d}/{cfg.steps}  loss {history[-1]['loss']:.3f}  {shown}"
                   f"  {time.time() - t0:6.1f}s", flush=True)
         step += 1
+    profile.close()
     return {"params": sum(p.numel() for p in model.parameters()),
             "loss_first": float(losses[0]),
             "loss_last": float(torch.stack(losses[-max(1, step // 10):]).mean()),

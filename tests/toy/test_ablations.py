@@ -34,6 +34,25 @@ def test_the_eagle_step_launches_no_more_kernels_than_a_dflash_step():
     assert eagle <= dflash
 
 
+def test_step_profile_writes_its_window_only_when_asked(tmp_path, monkeypatch):
+    x = torch.ones(4, requires_grad=True)
+
+    def loop(name):
+        prof = step_cost.StepProfile(name, first=1, count=2)
+        for i in range(4):
+            prof.step(i)
+            (x * 2).sum().backward()
+        prof.close()
+
+    loop("off (dflash B=16)")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("WORKBENCH_TRAIN_PROFILE", str(tmp_path))
+    loop("full (dflash B=16)")
+    text = (tmp_path / "full_dflash_B_16.txt").read_text()
+    assert text.startswith("full_dflash_B_16: steps 1-2, wall ")
+    assert "aten::mul" in text
+
+
 def test_ablations_train_resume_and_evaluate(micro):
     out, _ = micro
     names = ("fusion", "eagle")
