@@ -5,14 +5,16 @@
 #   bash benchmarks/h200_suite.sh PART OUT [micro]
 #
 # PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
-#                keys the recipe accepts), the engine bench (batch 1, 4, 16, 64: AR with and
-#                without lookahead, DFlash with the oracle, transformers at batch 1) and
-#                batch-1 AR through the serving loop at prompt 512 (issue 3's shape) (~6 min)
+#                keys the recipe accepts), a probe of a drafter's training step eager vs
+#                compiled (60 s each, alone), the engine bench (batch 1, 4, 16, 64: AR with
+#                and without lookahead, DFlash with the oracle, transformers at batch 1) and
+#                batch-1 AR through the serving loop at prompt 512 (issue 3's shape) (~9 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
 #                input fusion, uniform blocks), 8 minutes each in parallel, and their
-#                acceptance (~9.5 min; needs world). Training parts write a profile of steps
+#                acceptance (~9.5 min; needs world: its data and the probe, which decides
+#                WORKBENCH_TRAIN_COMPILE). Training parts write a profile of steps
 #                10-14 of every trainer into profiles/ (reference/toy/step_cost.py)
 #       train    the seven 3-minute ablations beside the DSpark study, then the self-spec
 #                fine-tune (alone: beside seven trainers it ran out of GPU memory), then the
@@ -85,6 +87,7 @@ if [ -n "$micro" ]; then
          --hf-new-tokens 0)
   SERVE_BS1=(--target random:tiny --device cpu --prompt-len 16 --max-new-tokens 8)
   LONG=(--micro --minutes 0.05 --budget-minutes 1)
+  PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
   DRAFT=(--size small --budget-minutes 10.5)  # a gate: drafters 8.5 planned, eval 1.5 (6 s measured)
@@ -97,6 +100,7 @@ else
   BENCH=()
   SERVE_BS1=()
   LONG=(--minutes 8 --budget-minutes 8.5)
+  PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
 fi
 
@@ -114,6 +118,12 @@ case $part in
       mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
     fi
     OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+    for c in 0 1; do  # a drafter's step eager vs compiled, alone (ablations picks one)
+      WORKBENCH_TRAIN_COMPILE=$c WORKBENCH_TRAIN_PROFILE=$R/profiles run probe$c 180 \
+        python -m reference.toy.train_dflash --target $A/target --out $A/probe$c \
+        --data $A/data/train.safetensors "${PROBE[@]}"
+      cp $A/probe$c/metrics.json "$R/probe$c.json"
+    done
     run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
     # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
     run serve_bs1 120 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
@@ -124,7 +134,10 @@ case $part in
       python -m reference.toy.recipe --out $A --parallel --zoo "$R/zoo" "${DRAFT[@]}"
     ;;
   ablations)
-    WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=2 run ablations 540 \
+    compile=$(python -m reference.toy.step_cost --choose $A/probe0 $A/probe1 --minutes 8)
+    echo "== WORKBENCH_TRAIN_COMPILE=$compile (from world's probe)" | tee "$R/compile.log"
+    WORKBENCH_TRAIN_COMPILE=$compile WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=2 \
+      run ablations 540 \
       python -m reference.toy.ablations --out $A --parallel \
       --only full --only no-features --only fusion --only uniform "${LONG[@]}"
     run acc_ablations 80 python -m experiments.acceptance artifacts=$A study=ablations \

@@ -100,11 +100,12 @@ class ToyDataset:
     def lengths(self) -> torch.Tensor:
         return self.offsets[1:] - self.offsets[:-1]
 
-    def batch(self, indices: list[int], device=None
+    def batch(self, indices: list[int], device=None, width: int | None = None
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """ids (b, S) i64 padded with 0, loss_mask (b, S) bool, lens (b,) i64; S = max len."""
+        """ids (b, S) i64 padded with 0, loss_mask (b, S) bool, lens (b,) i64; S = the
+        longest of these sequences, or `width` when that is longer."""
         lens = self.lengths()[indices]
-        width = int(lens.max())
+        width = max(int(lens.max()), width or 0)
         ids = torch.zeros(len(indices), width, dtype=torch.int64)
         mask = torch.zeros(len(indices), width, dtype=torch.bool)
         for row, i in enumerate(indices):

@@ -2,11 +2,14 @@
 a profile of real steps inside a training run.
 
     python -m reference.toy.step_cost [--dtype bfloat16] [--depths 1,2,3,15] [--reps 20]
+    python -m reference.toy.step_cost --choose EAGER_RUN COMPILED_RUN --minutes 8
 
 `StepProfile` (on when WORKBENCH_TRAIN_PROFILE names a folder) profiles steps 10-14 of
 every `train_dflash.fit` and writes the run's top ops by device (or CPU) time, the wall
 time per step and the device time per step into that folder: whether a step waits on the
-host, the device or other processes sharing it.
+host, the device or other processes sharing it. `--choose` reads two short probe runs of
+`train_dflash` (eager and WORKBENCH_TRAIN_COMPILE=1) and prints 1 when the compiled one
+would fit more steps into --minutes (its compile time included), else 0.
 
 A random micro target (reference/toy/train_target.py SIZES["micro"], vocab 512) and one
 batch like the micro recipe's (6 sequences of up to 64 tokens, 8 anchors, B = 16); each row
@@ -19,8 +22,10 @@ time follows it (reference/toy/ablations.py). Run with OMP_NUM_THREADS=1 for ste
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -166,12 +171,31 @@ def measure(run: Callable, reps: int) -> tuple[int, float]:
     return count.ops, 1000 * (time.perf_counter() - t0) / reps
 
 
+def steps_in(run: Path, minutes: float) -> float:
+    """Steps a run's rate would fit into `minutes`: its logged rate after step 0 times the
+    time left after step 0 (which holds the start-up and any compilation)."""
+    history = json.loads((run / "metrics.json").read_text())["history"]
+    first, last = history[0], history[-1]
+    if last["step"] == first["step"]:
+        return 0.0
+    rate = (last["step"] - first["step"]) / (last["wall_s"] - first["wall_s"])
+    return rate * max(0.0, 60 * minutes - first["wall_s"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--choose", nargs=2, type=Path, metavar=("EAGER", "COMPILED"))
+    ap.add_argument("--minutes", type=float, default=8.0)
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     ap.add_argument("--depths", default="1,2,3,15", help="eagle chain depths")
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
+    if args.choose:
+        eager, compiled = (steps_in(run, args.minutes) for run in args.choose)
+        print(f"in {args.minutes} min: eager {eager:.0f} steps, compiled {compiled:.0f}",
+              file=sys.stderr)
+        print(int(compiled > eager))
+        return
     target, batch = micro_batch(getattr(torch, args.dtype))
     rows = [(v, None) for v in ("dflash", "no_features", "fusion", "ar")]
     rows += [("eagle", int(d)) for d in args.depths.split(",")]

@@ -23,7 +23,9 @@ Saves the z-lab format (`load_dflash`; variants: `variants.load_variant`) and me
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -53,6 +55,11 @@ from reference.toy.step_cost import StepProfile
 from reference.toy.tokenizer import MASK
 from reference.toy.train_target import lr_at
 from reference.toy.variants import VARIANTS, context_features
+
+# The drafter's forward and loss through torch.compile (fewer launches and no Python per op:
+# a step is bound by them, reference/toy/step_cost.py); an execution switch, not part of a
+# stage's key. Off until an H200 run measures it against eager.
+COMPILE = os.environ.get("WORKBENCH_TRAIN_COMPILE") == "1"
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,8 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
               cfg: DFlashTrainConfig, gen: torch.Generator
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """Weighted loss and top-1 accuracy of one batch of sequences `indices`."""
-    ids, loss_mask, lens = data.batch(indices, target.device)
+    width = int(data.lengths().max()) if COMPILE else None  # fixed shapes for the compiler
+    ids, loss_mask, lens = data.batch(indices, target.device, width)
     if cfg.uniform:
         anchors, valid = uniform_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors)
     else:
@@ -117,15 +125,32 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
         features = context_features(cfg.variant, target, ids, None)
     else:
         features = target_features(target, ids, lens, model.config.target_layer_ids)
-    drafter = model.drafter(target)
-    if cfg.variant == "eagle":
-        h = dense_eagle_hidden(drafter, model.in_proj(target), target, ids, features, anchors,
-                               cfg.block_size, cfg.chain_depth)
+    loss_fn = _compiled_draft_loss() if COMPILE else draft_loss
+    return loss_fn(model.drafter(target), model.in_proj(target), target, features, ids, lens,
+                   anchors, labels, w, cfg.block_size, model.config.mask_token_id, cfg.variant,
+                   cfg.chain_depth)
+
+
+def draft_loss(drafter, in_proj, target: Target, features, ids, lens, anchors, labels, w,
+               block_size: int, mask_token_id: int, variant: str, chain_depth: int | None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The drafter's dense training forward and its `block_loss` (w is 0 on invalid blocks)."""
+    if variant == "eagle":
+        h = dense_eagle_hidden(drafter, in_proj, target, ids, features, anchors, block_size,
+                               chain_depth)
         labels, w = labels[:, :, : h.shape[2] + 1], w[:, :, : h.shape[2] + 1]  # trained steps
     else:
-        h = dense_block_hidden(drafter, target, features, ids, lens, anchors, cfg.block_size,
-                               model.config.mask_token_id, cfg.variant)
-    return block_loss(h, target.logits, labels, w)  # w is 0 on invalid blocks
+        h = dense_block_hidden(drafter, target, features, ids, lens, anchors, block_size,
+                               mask_token_id, variant)
+    return block_loss(h, target.logits, labels, w)
+
+
+@functools.cache
+def _compiled_draft_loss() -> Callable:
+    """`draft_loss` through torch.compile, one graph per variant (batches are padded to the
+    data's longest sequence, so shapes stay fixed); a frame that fails to compile runs eager."""
+    torch._dynamo.config.suppress_errors = True
+    return torch.compile(draft_loss)
 
 
 def _progress(step: int, elapsed_s: float, cfg: DFlashTrainConfig) -> float:
@@ -207,7 +232,7 @@ def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainCo
     tag = f"{out.name} ({cfg.variant} B={cfg.block_size})"
     metrics = fit(model, pool, cfg, step_fn, tag, log_every)
     model.save(out)
-    metrics.update(config=asdict(cfg),
+    metrics.update(config=asdict(cfg), compiled=COMPILE,
                    target_layer_ids=raw["dflash_config"]["target_layer_ids"])
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics

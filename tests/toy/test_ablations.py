@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
+import pytest
 import torch
 
 from experiments.acceptance import AcceptanceConfig, measure
@@ -51,6 +53,21 @@ def test_step_profile_writes_its_window_only_when_asked(tmp_path, monkeypatch):
     text = (tmp_path / "full_dflash_B_16.txt").read_text()
     assert text.startswith("full_dflash_B_16: steps 1-2, wall ")
     assert "aten::mul" in text
+
+
+def test_choose_counts_the_compile_time_against_the_budget(tmp_path):
+    def run(name, first_wall, rate):  # step 0 logged at first_wall, then `rate` steps/s
+        (tmp_path / name).mkdir()
+        history = [{"step": 0, "wall_s": first_wall},
+                   {"step": 100, "wall_s": first_wall + 100 / rate}]
+        (tmp_path / name / "metrics.json").write_text(json.dumps({"history": history}))
+        return tmp_path / name
+
+    eager, fast, slow = run("eager", 2.0, 10.0), run("fast", 62.0, 20.0), run("slow", 62.0, 11.0)
+    assert step_cost.steps_in(eager, 1.0) == pytest.approx(580.0)
+    assert step_cost.steps_in(fast, 8.0) > step_cost.steps_in(eager, 8.0)  # 8360 vs 4780
+    assert step_cost.steps_in(slow, 8.0) < step_cost.steps_in(eager, 8.0)  # 4598 vs 4780
+    assert step_cost.steps_in(fast, 1.0) == 0.0
 
 
 def test_ablations_train_resume_and_evaluate(micro):
