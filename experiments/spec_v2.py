@@ -7,7 +7,9 @@ closed loop (concurrency, request count, prompt and output lengths, chunked-pref
 the engine mode (`sync`: KV reserved to committed + B; `overlap`: + 2B, host one round
 behind), the measured host time per step as the simulator's host overheads (plan + launch ->
 `host_plan_s`, the decode rounds' launch when the run reports it; process ->
-`host_process_s`, no per-request term), and acceptance from the
+`host_process_s`, no per-request term; the prefill launch -> `prefill_launch_s`, which a
+prefill step's GPU work cannot outrun, unless a calibration table measured the prefill
+itself, launch included), and acceptance from the
 oracle's geometric survival curve (`constant` alpha = s_1; for a trained drafter, alpha
 solved from the run's measured tau). The GPU side comes from --hardware (conf/hardware/) and
 the cost model named by --cost-model (simulator/costs.py COST_MODELS: `roofline`, or
@@ -30,6 +32,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,13 +60,26 @@ def hardware(name: str) -> dict:
 def host_plan_ms(row: dict) -> float:
     """The host's plan + launch per step: with the decode launch alone when the row has it
     (serve-bench after the per-kind split), since the simulator's host term is per round
-    and a prefill's (eager, host-bound) launch is not host time it can hide."""
+    and a prefill's (eager, host-bound) launch is not host time it can hide: it is the
+    prefill step's own launch instead (engine.prefill_launch_s, from prefill_launch_ms)."""
     return row["plan_ms_per_step"] + row.get("decode_launch_ms", row["launch_ms_per_step"])
+
+
+def measured_prefill(table: str | None) -> bool:
+    """Whether calibration table `table` holds measured prefill points: its prefill fit then
+    holds the engine's own (eager) launch, which the serving loop's is not added to."""
+    if table is None:
+        return False
+    from simulator.calibration import table_path
+
+    doc = json.loads(table_path(table).read_text())
+    return bool(np.isfinite(np.array(doc["tables"]["prefill"]["seconds"], float)).any())
 
 
 def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
                calibration: str | None = None) -> dict:
-    """The simulator config of one measured run (a dict for `simulator.run`)."""
+    """The simulator config of one measured run (a dict for `simulator.run`). The run's
+    prefill launch bounds its prefill steps unless the calibration measured prefill."""
     drafter, conc, overlap = setup["drafter"], row["concurrency"], row["mode"] == "overlap"
     if row["method"] == "ar":
         spec = {"method": "none", "block_size": 1, "draft_layers": 0}
@@ -79,7 +95,9 @@ def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
               "max_running_requests": conc, "chunked_prefill_size": setup["prefill_budget"],
               "host_plan_s": host_plan_ms(row) / 1e3,
               "host_plan_per_req_s": 0.0, "host_process_s": row["process_ms_per_step"] / 1e3,
-              "host_process_per_req_s": 0.0, "cost_model": cost_model}
+              "host_process_per_req_s": 0.0, "cost_model": cost_model,
+              "prefill_launch_s": 0.0 if cost_model == "calibrated" and measured_prefill(
+                  calibration) else row.get("prefill_launch_ms", 0.0) / 1e3}
     if calibration is not None:
         engine["calibration"] = calibration
     if cost_model == "calibrated":  # the serving loop's measured host, not generate's line

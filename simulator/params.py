@@ -110,6 +110,9 @@ class EngineParams:
                                     "path; default h200/<model.name>")
     host_from_calibration: bool = param(True, doc="calibrated: the table's host line (the "
                                         "generate loop); false: the host_* params above")
+    prefill_launch_s: float = param(0.0, 0.0, 10.0, doc="host time to launch a prefill "
+                                    "step (eager: a serving loop's measured prefill launch); "
+                                    "its GPU work cannot end before it; 0: not modelled")
     max_stretch_rounds: int = param(256, 1, 1 << 16, doc="decode rounds per event, at most")
 
 

@@ -141,14 +141,17 @@ class Replica(RoundsMixin):
             self._inflight = None
             self.commit(it)
 
-    def _timeline(self, now: float, gpu_s: np.ndarray, n: int):
+    def _timeline(self, now: float, gpu_s: np.ndarray, n: int, launch_s: float = 0.0):
+        """Host and GPU times of the next rounds; launch_s: a one-round (prefill) step's
+        host launch, which its GPU work cannot outrun (`timeline_overlap`)."""
         plan_s, proc_s = self.cost.host_plan_s(n), self.cost.host_process_s(n)
         copy_s = self.cost.copy_s()
         if self.lag:
             pend = self.pending.proc_s if self.pending is not None else None
-            H, s, e = timeline_overlap(now, plan_s, gpu_s, copy_s, proc_s, self.gpu_free, pend)
+            H, s, e = timeline_overlap(now, plan_s, gpu_s, copy_s, proc_s, self.gpu_free, pend,
+                                       launch_s)
         else:
-            H, s, e = timeline_sync(now, plan_s, gpu_s, copy_s, proc_s)
+            H, s, e = timeline_sync(now, plan_s, np.maximum(gpu_s, launch_s), copy_s, proc_s)
         return H, s, e, plan_s, proc_s
 
     def _plan_prefill(self, now: float) -> Iteration | None:
@@ -172,7 +175,8 @@ class Replica(RoundsMixin):
             for slot in done.tolist():
                 st.prefilling.remove(slot)
         gpu = np.array([self.method.prefill_gpu_s(self.cost, q, kv)])
-        H, s, e, plan_s, proc_s = self._timeline(now, gpu, len(rows))
+        H, s, e, plan_s, proc_s = self._timeline(now, gpu, len(rows),
+                                                 self.cfg.engine.prefill_launch_s)
         rec = Record(done, st.epoch[done], np.ones(len(done), dtype=np.int64),
                      st.emitted[done] == 0, st.gen[done] >= st.out[done], None, proc_s,
                      st.releases)

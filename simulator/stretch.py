@@ -110,19 +110,26 @@ def timeline_sync(now: float, plan_s: float, gpu_s: np.ndarray, copy_s: float,
 
 
 def timeline_overlap(now: float, plan_s: float, gpu_s: np.ndarray, copy_s: float,
-                     proc_s: float, gpu_free: float, pending_proc_s: float | None
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     proc_s: float, gpu_free: float, pending_proc_s: float | None,
+                     launch_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Spec V2: iteration k plans round k, launches it when the GPU is free, then processes
     round k-1 once its results are copied (iteration 0 processes the pending round, if any).
 
+    launch_s (one round only: a prefill step): the host's launch after planning; the GPU
+    starts on the first kernels, cannot end before the last is launched, and the host
+    processes the pending round after launching.
     Returns (H, start, end) as `timeline_sync`; round k's results are processed by H[k+2].
     """
     L = len(gpu_s)
     a0 = now + plan_s
     s0 = max(a0, gpu_free)
-    h1 = a0 if pending_proc_s is None else max(a0, gpu_free + copy_s) + pending_proc_s
+    launched = a0 + launch_s
+    h1 = launched if pending_proc_s is None else max(launched, gpu_free + copy_s) + pending_proc_s
     if L == 1:
-        return np.array([now, h1]), np.array([s0]), np.array([s0 + float(gpu_s[0])])
+        return np.array([now, h1]), np.array([s0]), np.array([max(s0 + float(gpu_s[0]),
+                                                                   launched)])
+    if launch_s:
+        raise ValueError("launch_s is for a one-round step")
     end = s0 + np.cumsum(gpu_s)
     start = end - gpu_s
     H = np.empty(L + 1)

@@ -134,3 +134,23 @@ def test_host_from_engine_params_when_asked(tmp_path):
         HOST["dflash"]["a_s"] + HOST["dflash"]["b_s"] * 4)
     q, kv = np.full(3, 64.0), np.zeros(3)
     assert off.prefill_forward_s(q, kv) == table.prefill_forward_s(q, kv)
+
+
+def test_spec_v2_bounds_prefill_by_the_launch_only_without_a_measured_prefill():
+    """experiments/spec_v2: the serving loop's prefill launch enters the simulator unless the
+    calibration table measured the prefill (its fit already holds the engine's launch)."""
+    from experiments.spec_v2 import hardware, measured_prefill, sim_config
+
+    assert measured_prefill("h200/qwen3-8b") and not measured_prefill("h200/toy")
+    assert not measured_prefill(None)
+    setup = {"drafter": {"block_size": 16, "layers": 2, "target_features": 3},
+             "prefill_budget": 8192, "prompt_tokens_mean": 100.0, "output_tokens_mean": 64.0,
+             "output_tokens_max": 64, "model": {"name": "toy"}}
+    row = {"method": "ar", "concurrency": 4, "mode": "sync", "requests": 8,
+           "plan_ms_per_step": 0.2, "launch_ms_per_step": 1.0, "process_ms_per_step": 0.1,
+           "prefill_launch_ms": 7.0}
+    hw = hardware("h200")
+    launch = [sim_config(setup, row, hw, model, calibration=table)["engine"]["prefill_launch_s"]
+              for model, table in (("roofline", None), ("calibrated", "h200/toy"),
+                                   ("calibrated", "h200/qwen3-8b"))]
+    assert launch == [0.007, 0.007, 0.0]

@@ -78,3 +78,17 @@ def test_overlap_never_slower_than_sync(method, c, B, host_scale, out, seed):
     overlap, sync = _tok_s(cfg("overlap")), _tok_s(cfg("sync"))
     note(f"{overlap=} {sync=}")
     assert overlap >= sync
+
+
+@given(launch=st.floats(0.01, 0.2), mode=st.sampled_from(["sync", "overlap"]),
+       method=st.sampled_from(["none", "dflash"]))
+def test_a_prefill_launch_bounds_the_first_token(launch, mode, method):
+    """One request: its TTFT is at least the prefill launch, and a launch far above the
+    device prefill moves TTFT by about its excess."""
+    kw = dict(workload__concurrency=1, workload__num_requests=1, engine__mode=mode)
+    base = simulate(_config(method, "toy", **kw))[1].summary["ttft_s"]["mean"]
+    slow = simulate(_config(method, "toy", engine__prefill_launch_s=launch, **kw))[1]
+    ttft = slow.summary["ttft_s"]["mean"]
+    note(f"{base=} {ttft=}")
+    assert ttft >= launch
+    assert ttft <= base + launch + 1e-9

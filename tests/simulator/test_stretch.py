@@ -4,6 +4,7 @@ host/GPU timelines of sync and overlap modes."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -122,3 +123,18 @@ def test_overlap_timeline_matches_its_definition(gpu, plan, proc, copy, gpu_free
     want = _overlap_reference(0.0, plan, gpu, copy, proc, gpu_free, pend)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_a_prefill_launch_bounds_its_step():
+    """The GPU starts on the first kernels, cannot end before the last is launched; the host
+    processes the pending round after launching; a fast launch changes nothing."""
+    gpu = np.array([0.002])
+    H, s, e = timeline_overlap(1.0, 0.1, gpu, 0.01, 0.2, 1.05, 0.3, launch_s=0.5)
+    np.testing.assert_allclose(s, [1.1])  # first kernels after planning (GPU free at 1.05)
+    np.testing.assert_allclose(e, [1.6])  # not before the launch ends at 1.1 + 0.5
+    np.testing.assert_allclose(H, [1.0, 1.9])  # launched at 1.6, then the pending 0.3
+    fast = timeline_overlap(1.0, 0.1, gpu, 0.01, 0.2, 1.05, 0.3, launch_s=1e-4)
+    np.testing.assert_allclose(fast[2], [1.102])
+    np.testing.assert_allclose(fast[0], [1.0, 1.1001 + 0.3])  # max(launched, free + copy) + pend
+    with pytest.raises(ValueError):
+        timeline_overlap(0.0, 0.1, np.ones(2), 0.01, 0.2, 0.0, None, launch_s=0.1)
