@@ -16,10 +16,11 @@
 #                acceptance (~9.5 min; needs world: its data and the probe, which decides
 #                WORKBENCH_TRAIN_COMPILE). Training parts write a profile of steps
 #                10-14 of every trainer into profiles/ (reference/toy/step_cost.py)
-#       train    the seven 3-minute ablations beside the DSpark study, then the self-spec
-#                fine-tune (alone: beside seven trainers it ran out of GPU memory), then the
-#                acceptance tables and studies (main, ablations, block size, latency)
-#                (~10 min; needs drafters or the zoo's drafters copied to artifacts/toy)
+#       train    the seven 3-minute ablations beside the DSpark study (18-27 GB each), then
+#                the acceptance tables and studies (main, ablations, block size, latency)
+#                (~9 min; needs drafters or the zoo's drafters copied to artifacts/toy)
+#       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
+#                trainers it ran out of GPU memory on 2026-11-29d) (~4 min; needs world)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
 # The next session: world, then ablations (~17 minutes with the machine's start); the other
@@ -37,7 +38,7 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in world drafters ablations train timing; do
+  for part in world drafters ablations train selfspec timing; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -58,8 +59,8 @@ if [ "$1" = post ]; then
       --out experiments/spec_v2/calibrated
     python -m experiments.spec_v2_host --measured "$dest/timing/serve/serve_bench.json"
   fi
-  [ -f "$dest/train/selfspec/metrics.json" ] && python -m experiments.selfspec_whatif \
-    --toy-metrics "$dest/train/selfspec/metrics.json"
+  [ -f "$dest/selfspec/selfspec/metrics.json" ] && python -m experiments.selfspec_whatif \
+    --toy-metrics "$dest/selfspec/selfspec/metrics.json"
   exit 0
 fi
 part=$1
@@ -69,6 +70,7 @@ A=artifacts/toy
 R=$out/r
 mkdir -p "$R"
 export PYTHONUNBUFFERED=1
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  # parallel trainers share one GPU
 
 if [ -n "$micro" ]; then
   WORLD=(--micro)
@@ -150,15 +152,18 @@ case $part in
     OMP_NUM_THREADS=4 run dspark 330 python -m reference.toy.dspark_study --artifacts $A \
       --out "$R/dspark" "${DSPARK[@]}" &
     wait
-    OMP_NUM_THREADS=8 run selfspec 240 python -m reference.toy.train_selfspec --recipe $A \
-      --out "$R/selfspec" "${SELFSPEC[@]}"
-    rm -f "$R"/selfspec/model/*.safetensors "$R"/dspark/*/model.safetensors
+    rm -f "$R"/dspark/*/model.safetensors
     run acceptance 100 python -m experiments.acceptance artifacts=$A "hydra.run.dir=$R/acc" \
       "${ACC[@]}"
     for study in ablations block_size latency; do
       run "acc_$study" 80 python -m experiments.acceptance artifacts=$A study=$study \
         "hydra.run.dir=$R/acc_$study" "${ACC[@]}"
     done
+    ;;
+  selfspec)
+    OMP_NUM_THREADS=8 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
+      --out "$R/selfspec" "${SELFSPEC[@]}"
+    rm -f "$R"/selfspec/model/*.safetensors
     ;;
   timing)
     run calibrate 185 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
@@ -169,7 +174,7 @@ case $part in
     run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
     ;;
   *)
-    echo "unknown part $part (world, drafters, ablations, train, timing)" >&2
+    echo "unknown part $part (world, drafters, ablations, train, selfspec, timing)" >&2
     exit 2
     ;;
 esac
