@@ -7,8 +7,9 @@
 # PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
 #                keys the recipe accepts), a probe of a drafter's training step eager vs
 #                compiled (60 s each, alone), the engine bench (batch 1, 4, 16, 64: AR with
-#                and without lookahead, DFlash with the oracle, transformers at batch 1) and
-#                batch-1 AR through the serving loop at prompt 512 (issue 3's shape) (~9 min)
+#                and without lookahead, DFlash with the oracle, transformers at batch 1), the
+#                attention kernel's rows (split count at batch 1 among them) and batch-1 AR
+#                through the serving loop at prompt 512 (issue 3's shape) (~9.5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
@@ -127,6 +128,8 @@ case $part in
       cp $A/probe$c/metrics.json "$R/probe$c.json"
     done
     run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
+    [ -z "$micro" ] && run attention 120 python -m kernels.bench --ops paged_attention \
+      --out "$R/attention.json"
     # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
     run serve_bs1 120 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
       --methods ar --prompt-len 512 --max-new-tokens 256 "${SERVE_BS1[@]}"

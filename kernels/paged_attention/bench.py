@@ -13,6 +13,10 @@ splits + the merge launch, today) against unsplit (the rule on), kernel-only tim
 Fused merge (kernel.FUSED_MERGE): bs 1 decode, kv_len 256..4096 in tables of width 704 (8
 splits) and 32768 (64 splits, most of them empty at short contexts), as CUDA-graph replays:
 split programs that merge themselves against split-K + the merge launch.
+
+Split count: bs 1 decode, kv_len 512 and 768 in a table of width 832, 2 / 4 / 16 / 32
+forced splits against `num_splits`' 8 (the H200 profile of 2026-11-29d: attention 8.3 us +
+merge 4.0 us per layer, ~0.44 ms of a 4.9 ms batch-1 step).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def run() -> list[Row]:
             o = bench_us(lambda a=args, k=kw: paged_attention_ref(*a, **k))
             rows.append(Row("paged_attention", f"bs={bs} T={t} kv={KV_LEN}", "bfloat16", k, o,
                             nbytes, {}, ">=1x oracle", o.p50 >= k.p50))
-    return rows + rule_rows() + fused_merge_rows()
+    return rows + rule_rows() + fused_merge_rows() + split_rows()
 
 
 def rule_rows() -> list[Row]:
@@ -111,6 +115,33 @@ def fused_merge_rows() -> list[Row]:
                             f"({splits} splits) fused vs two-launch (graph us)", "bfloat16",
                             fused, two, nbytes, {"splits": splits}, "fused faster",
                             fused.p50 < two.p50))
+    return rows
+
+
+def split_rows(width: int = 832) -> list[Row]:
+    """bs 1 decode at the engine bench's table width: each forced split count as `kernel`
+    against `num_splits`' choice as `oracle` (two launches, merge included): is the rule's
+    floor of 4 key chunks per split the fastest at short contexts?"""
+    rows = []
+    chosen = kernel.num_splits(NKV, width, 32)
+    for kv_len in (512, 768):
+        args, kw = make_inputs(1, 1, kv_len=kv_len, width=width)
+        call = lambda a=args, k=kw: paged_attention(*a, **k)  # noqa: E731
+        saved = kernel.FORCE_SPLITS, kernel.UNSPLIT_MAX_WIDTH
+        try:
+            kernel.UNSPLIT_MAX_WIDTH = 0
+            kernel.FORCE_SPLITS = None
+            base = graph_us(call)
+            for splits in (2, 4, 16, 32):
+                kernel.FORCE_SPLITS = splits
+                forced = graph_us(call)
+                nbytes = kv_len * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
+                rows.append(Row("paged_attention splits", f"bs=1 T=1 kv={kv_len} W={width} "
+                                f"{splits} vs {chosen} splits (graph us)", "bfloat16", forced,
+                                base, nbytes, {"splits": splits, "chosen": chosen},
+                                "forced faster", forced.p50 < base.p50))
+        finally:
+            kernel.FORCE_SPLITS, kernel.UNSPLIT_MAX_WIDTH = saved
     return rows
 
 
