@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The H200 runbook: every GPU measurement of the workbench in four parts, each one `device run`
+# The H200 runbook: every GPU measurement of the workbench in parts, each one `device run`
 # of under 10 minutes, run back to back on one warm machine (artifacts/ persists between them).
 #
 #   bash benchmarks/h200_suite.sh PART OUT [micro]
 #
 # PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
 #                keys the recipe accepts), a probe of a drafter's training step eager vs
-#                compiled (60 s each, alone), the engine bench (batch 1, 4, 16, 64: AR with
-#                and without lookahead, DFlash with the oracle, transformers at batch 1), the
-#                attention kernel's rows (split count at batch 1 among them) and batch-1 AR
-#                through the serving loop at prompt 512 (issue 3's shape) (~9.5 min)
+#                compiled (60 s each, alone), the engine bench at batch 1 (AR with and
+#                without lookahead, DFlash with the oracle, the decode step's top kernels),
+#                the attention kernel's rows (split count at batch 1 among them) and batch-1
+#                AR through the serving loop at prompt 512 (issue 3's shape) (~8.5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
@@ -100,7 +100,7 @@ else
   ACC=()
   CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
-  BENCH=()
+  BENCH=(--batch-sizes 1 --hf-new-tokens 0 --profile)  # bs 4-64 and transformers: 29, 29c
   SERVE_BS1=()
   LONG=(--minutes 8 --budget-minutes 8.5)
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
