@@ -8,8 +8,9 @@
 #                keys the recipe accepts), a probe of a drafter's training step eager vs
 #                compiled (60 s each, alone), the engine bench at batch 1 (AR with and
 #                without lookahead, DFlash with the oracle, the decode step's top kernels),
-#                the attention kernel's rows (split count at batch 1 among them) and batch-1
-#                AR through the serving loop at prompt 512 (issue 3's shape) (~8.5 min)
+#                the attention and GEMV kernels' rows (split count at batch 1; the tuned GEMV
+#                against cuBLAS in CUDA-graph replays that stream W past L2) and batch-1 AR
+#                through the serving loop at prompt 512 (issue 3's shape) (~9 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
@@ -128,8 +129,8 @@ case $part in
       cp $A/probe$c/metrics.json "$R/probe$c.json"
     done
     run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
-    [ -z "$micro" ] && run attention 120 python -m kernels.bench --ops paged_attention \
-      --out "$R/attention.json"
+    [ -z "$micro" ] && run kernels 150 python -m kernels.bench --ops paged_attention,gemv \
+      --out "$R/kernels.json"
     # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
     run serve_bs1 120 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
       --methods ar --prompt-len 512 --max-new-tokens 256 "${SERVE_BS1[@]}"
