@@ -9,8 +9,8 @@
 #                compiled (60 s each, alone), the engine bench at batch 1 (AR with and
 #                without lookahead, DFlash with the oracle, the decode step's top kernels),
 #                the attention and GEMV kernels' rows (split count at batch 1; the tuned GEMV
-#                against cuBLAS in CUDA-graph replays that stream W past L2) and batch-1 AR
-#                through the serving loop at prompt 512 (issue 3's shape) (~9 min)
+#                against cuBLAS in CUDA-graph replays that stream W past L2) (~8 min; the
+#                bench's batch-1 AR is issue 3's shape: prompt 512, 256 new tokens)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
@@ -89,7 +89,6 @@ if [ -n "$micro" ]; then
              --prompt-len 16)
   BENCH=(--device cpu --preset tiny --batch-sizes 1,2 --prompt-len 16 --new-tokens 8
          --hf-new-tokens 0)
-  SERVE_BS1=(--target random:tiny --device cpu --prompt-len 16 --max-new-tokens 8)
   LONG=(--micro --minutes 0.05 --budget-minutes 1)
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
@@ -102,7 +101,6 @@ else
   CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
   BENCH=(--batch-sizes 1 --hf-new-tokens 0 --profile)  # bs 4-64 and transformers: 29, 29c
-  SERVE_BS1=()
   LONG=(--minutes 8 --budget-minutes 8.5)
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
@@ -131,9 +129,6 @@ case $part in
     run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
     [ -z "$micro" ] && run kernels 150 python -m kernels.bench --ops paged_attention,gemv \
       --out "$R/kernels.json"
-    # issue 3's shape: batch-1 AR, prompt 512, 256 new tokens
-    run serve_bs1 120 python -m workbench serve-bench --out "$R/serve_bs1" --concurrency 1 \
-      --methods ar --prompt-len 512 --max-new-tokens 256 "${SERVE_BS1[@]}"
     ;;
   drafters)
     WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=8 run recipe 580 \
