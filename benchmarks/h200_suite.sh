@@ -25,8 +25,9 @@
 #                trainers it ran out of GPU memory on 2026-11-29d) (~4 min; needs world)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
-# The next session: world, then ablations (~17 minutes with the machine's start); the other
-# parts when their inputs change (results: benchmarks/h200-2026-11-29c and -29d).
+# The next session: world, then ablations (~19 minutes with the machine's start), then
+# selfspec if time is left; the other parts when their inputs change (results:
+# benchmarks/h200-2026-11-29c and -29d).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
