@@ -18,6 +18,9 @@ random anchors), --layers, --features, --variant no_features / fusion / ar (tabl
 or eagle (the autoregressive baseline, with --layers 1; --chain-depth D trains only its
 first D chain steps).
 Saves the z-lab format (`load_dflash`; variants: `variants.load_variant`) and metrics.json.
+A step never waits for the device (batches copied asynchronously, no data-dependent
+shapes); WORKBENCH_TRAIN_COMPILE=1 runs the drafter's forward and loss through
+torch.compile, WORKBENCH_TRAIN_PROFILE=DIR profiles steps 10-14 (reference/toy/step_cost.py).
 """
 
 from __future__ import annotations
