@@ -5,12 +5,14 @@
 #   bash benchmarks/h200_suite.sh PART OUT [micro]
 #
 # PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
-#                keys the recipe accepts), a probe of a drafter's training step eager vs
-#                compiled (60 s each, alone), the engine bench at batch 1 (AR with and
-#                without lookahead, DFlash with the oracle, the decode step's top kernels),
-#                the attention and GEMV kernels' rows (split count at batch 1; the tuned GEMV
-#                against cuBLAS in CUDA-graph replays that stream W past L2) (~8 min; the
-#                bench's batch-1 AR is issue 3's shape: prompt 512, 256 new tokens)
+#                keys the recipe accepts) and a probe of a drafter's training step eager vs
+#                compiled (60 s each, alone) (~5.5 min)
+#       engine   the engine bench at batch 1 (issue 3's shape: prompt 512, 256 new tokens;
+#                AR with and without lookahead, DFlash with the oracle, the decode step's top
+#                kernels) twice: GEMV tuned by do_bench, then in CUDA graphs
+#                (WORKBENCH_GEMV_TUNE_GRAPH=1); the attention and GEMV kernels' rows (split
+#                count at batch 1; the tuned GEMV against cuBLAS in graph replays that stream
+#                W past L2) (~5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
@@ -25,7 +27,7 @@
 #                trainers it ran out of GPU memory on 2026-11-29d) (~4 min; needs world)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
-# The next session: world, then ablations (~19 minutes with the machine's start), then
+# The next session: world, ablations, engine (~22 minutes with the machine's start), then
 # selfspec if time is left; the other parts when their inputs change (results:
 # benchmarks/h200-2026-11-29c and -29d).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
@@ -41,7 +43,7 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in world drafters ablations train selfspec timing; do
+  for part in world engine drafters ablations train selfspec timing; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -127,7 +129,11 @@ case $part in
         --data $A/data/train.safetensors "${PROBE[@]}"
       cp $A/probe$c/metrics.json "$R/probe$c.json"
     done
+    ;;
+  engine)
     run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
+    WORKBENCH_GEMV_TUNE_GRAPH=1 run bench_graph_tuned 200 python -m reference.bench \
+      --out "$R/bench_graph_tuned.json" "${BENCH[@]}"
     [ -z "$micro" ] && run kernels 150 python -m kernels.bench --ops paged_attention,gemv \
       --out "$R/kernels.json"
     ;;
@@ -174,7 +180,7 @@ case $part in
     run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
     ;;
   *)
-    echo "unknown part $part (world, drafters, ablations, train, selfspec, timing)" >&2
+    echo "unknown part $part (world, engine, drafters, ablations, train, selfspec, timing)" >&2
     exit 2
     ;;
 esac

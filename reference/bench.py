@@ -154,6 +154,13 @@ def main(argv=None) -> dict:
     if args.hf_new_tokens and result["rows"][0]["bs"] == 1:
         head = result["rows"][0]["ar_tokens_head"]
         result["hf_matches_engine"] = hf_tokens[: len(head)] == head[: len(hf_tokens)]
+    if cuda:  # which projections the tuner gave the Triton GEMV, and how it timed them
+        from kernels.gemv import tune
+
+        result["gemv_tune_graph"] = tune.TUNE_GRAPH
+        result["gemv_configs"] = {str(k): str(v or "cuBLAS (timed faster)")
+                                  for k, v in tune.CONFIGS.items()}
+        result["gemv_tune_us"] = {str(k): v for k, v in tune.TUNE_LOG.items()}
     _print(result)
     if args.profile:
         _profile_ar(target, prompts[0])

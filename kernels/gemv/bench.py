@@ -17,32 +17,26 @@ down (tune.split_candidates); a split winner shows "skS" in its config.
 
 from __future__ import annotations
 
-import itertools
-
 import torch
 
 from kernels.gemv import tune
 from kernels.gemv.kernel import GemvConfig, gemv
 from kernels.gemv.ref import gemv_ref
-from kernels.timing import Row, bench_us, graph_us
+from kernels.timing import Row, bench_us
 
 SHAPES = {"wqkv": (6144, 4096), "wo": (4096, 4096), "gate_up": (24576, 4096),
           "down": (4096, 12288)}
 ROWS = (1, 4, 16)
 DTYPE, DEVICE = torch.bfloat16, "cuda"
-L2_BYTES = 50 << 20
 
 
 def nbytes(m: int, n: int, k: int, elem: int = 2) -> int:
     return elem * (n * k + m * k + m * n)
 
 
-def weights(n: int, k: int, seed: int = 0, device: str = DEVICE) -> list[torch.Tensor]:
-    """Copies of one random W, enough (>= 3x L2, >= 2) that a cycle through them misses L2."""
+def weight(n: int, k: int, seed: int = 0, device: str = DEVICE) -> torch.Tensor:
     g = torch.Generator(device=device).manual_seed(seed)
-    w = (torch.randn(n, k, device=device, generator=g) / k**0.5).to(DTYPE)
-    copies = max(2, -(-3 * L2_BYTES // w.nbytes))
-    return [w] + [w.clone() for _ in range(copies - 1)]
+    return (torch.randn(n, k, device=device, generator=g) / k**0.5).to(DTYPE)
 
 
 def check(dev: str = DEVICE, m: int = 7, n: int = 1000, k: int = 777) -> tuple:
@@ -60,25 +54,20 @@ def check(dev: str = DEVICE, m: int = 7, n: int = 1000, k: int = 777) -> tuple:
                   "sk2, tuned)", "bfloat16", parts)
 
 
-def _cycling(fn, ws: list[torch.Tensor]):
-    it = itertools.cycle(ws)
-    return lambda: fn(next(it))
-
-
-def _row(name: str, m: int, ws: list[torch.Tensor]) -> Row:
-    n, k = ws[0].shape
+def _row(name: str, m: int, w: torch.Tensor) -> Row:
+    n, k = w.shape
     x = torch.randn(m, k, device=DEVICE).to(DTYPE)
     y = torch.empty(m, n, device=DEVICE, dtype=DTYPE)
-    cfg = tune.tune(x, ws[0])
-    key = tune.key_of(m, n, k, ws[0])
+    cfg = tune.tune(x, w)
+    key = tune.key_of(m, n, k, w)
     tune.CONFIGS[key] = cfg
-    mine = graph_us(_cycling(lambda w: gemv(x, w, config=cfg, out=y), ws))
-    cublas = graph_us(_cycling(lambda w: torch.matmul(x, w.t()), ws))
+    mine = tune.streamed(lambda v: gemv(x, v, config=cfg, out=y), w, calls=100)
+    cublas = tune.streamed(lambda v: torch.matmul(x, v.t()), w, calls=100)
     size = nbytes(m, n, k)
     extra = dict(config=str(cfg), tbps=size / mine.p50 / 1e6, cublas_tbps=size / cublas.p50 / 1e6,
-                 bench_us=bench_us(lambda: gemv(x, ws[0], config=cfg, out=y)).p50,
-                 cublas_bench_us=bench_us(lambda: torch.matmul(x, ws[0].t())).p50,
-                 tune_us=tune.TUNE_LOG[key])
+                 bench_us=bench_us(lambda: gemv(x, w, config=cfg, out=y)).p50,
+                 cublas_bench_us=bench_us(lambda: torch.matmul(x, w.t())).p50,
+                 tune_us=tune.TUNE_LOG[key], tuned_in_graph=tune.TUNE_GRAPH)
     return Row("gemv", f"{name} {n}x{k} M={m} [{cfg}] vs cuBLAS", "bfloat16", mine, cublas,
                size, extra, "< cuBLAS (~4.1 TB/s)", mine.p50 < cublas.p50)
 
@@ -87,9 +76,9 @@ def run() -> list[Row]:
     """One row per (projection, M): tuned kernel vs cuBLAS, graph replays streaming W."""
     rows = []
     for name, (n, k) in SHAPES.items():
-        ws = weights(n, k)
-        rows += [_row(name, m, ws) for m in ROWS]
-        ws.clear()
+        w = weight(n, k)
+        rows += [_row(name, m, w) for m in ROWS]
+        del w
         torch.cuda.empty_cache()
     return rows
 

@@ -8,6 +8,8 @@ allowed): it gets `default_config` (not cached, with a warning), so warm up firs
 engine's GraphCache runs each graph's function twice before capturing it, and `warm_up`
 tunes a list of weights explicitly. WORKBENCH_GEMV_TUNE=0 turns tuning off (defaults only);
 the CPU (interpreter) always takes the default. TUNE_LOG keeps every timing for the bench.
+WORKBENCH_GEMV_TUNE_GRAPH=1 times each candidate (and cuBLAS) as the decode graph runs it
+instead: `streamed`, CUDA-graph replays cycling copies of W past L2.
 The tuning also times cuBLAS (torch.matmul) on the same call: where it beats every candidate,
 the key caches None and the launcher calls cuBLAS instead (CUBLAS_FALLBACK;
 WORKBENCH_GEMV_CUBLAS_FALLBACK=0 keeps the Triton kernel whatever the timings).
@@ -18,6 +20,7 @@ timed candidate costs ~25 ms of GPU time).
 
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 from collections.abc import Iterable
@@ -27,6 +30,11 @@ import torch
 from kernels.gemv.kernel import GemvConfig, default_config, gemv
 
 TUNE = os.environ.get("WORKBENCH_GEMV_TUNE", "1") == "1"
+# Time candidates as the decode step runs them: CUDA-graph replays cycling copies of W past L2
+# (`streamed`), instead of do_bench with an L2 flush between calls. Off until an H200 run
+# compares the two (2026-11-29c picked Triton for o_proj and down, 29d cuBLAS).
+TUNE_GRAPH = os.environ.get("WORKBENCH_GEMV_TUNE_GRAPH") == "1"
+L2_BYTES = 50 << 20  # an H200's L2 is 50 MB
 CUBLAS_FALLBACK = os.environ.get("WORKBENCH_GEMV_CUBLAS_FALLBACK", "1") == "1"
 DOT_CANDIDATES = (
     GemvConfig(16, 256, 4, 4, True), GemvConfig(16, 256, 4, 6, True),
@@ -114,7 +122,6 @@ def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig | None:
 
 def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
     """Time every candidate on x (M, K) and w (N, K); return the fastest (CUDA only)."""
-    import triton.testing
 
     m, n, k = x.shape[0], w.shape[0], w.shape[1]
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
@@ -128,8 +135,7 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
             if not err <= 1e-2 * float(want.abs().max()) + 1e-2:  # a miscompile is no winner
                 times[str(cfg)] = float("nan")
                 continue
-            us = 1e3 * triton.testing.do_bench(lambda c=cfg: gemv(x, w, config=c, out=y),
-                                               warmup=5, rep=rep_ms, return_mode="median")
+            us = _time(lambda v, c=cfg: gemv(x, v, config=c, out=y), w, rep_ms)
         except Exception as err:  # noqa: BLE001 - out of shared memory, compile error
             times[str(cfg)] = float("nan")
             warnings.warn(f"gemv config {cfg} failed on ({m}, {n}, {k}): {err}", stacklevel=2)
@@ -137,10 +143,34 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
         times[str(cfg)] = us
         if us < best_us:
             best, best_us = cfg, us
-    times["cublas"] = 1e3 * triton.testing.do_bench(lambda: torch.matmul(x, w.t()), warmup=5,
-                                                    rep=rep_ms, return_mode="median")
+    times["cublas"] = _time(lambda v: torch.matmul(x, v.t()), w, rep_ms)
     TUNE_LOG[key_of(m, n, k, w)] = times
     return best
+
+
+def _time(fn, w: torch.Tensor, rep_ms: int) -> float:
+    """Median microseconds of fn(w): `streamed` with TUNE_GRAPH, else do_bench."""
+    import triton.testing
+
+    if TUNE_GRAPH:
+        try:
+            return streamed(fn, w).p50
+        except Exception as err:  # noqa: BLE001 - a capture failure: time it the other way
+            warnings.warn(f"gemv tuning in a CUDA graph failed ({err}); do_bench instead",
+                          stacklevel=2)
+    return 1e3 * triton.testing.do_bench(lambda: fn(w), warmup=5, rep=rep_ms,
+                                         return_mode="median")
+
+
+def streamed(fn, w: torch.Tensor, calls: int = 24):
+    """`kernels.timing.Timing` (us) per call of fn(v) for copies v of w (at least 3x L2 in
+    all, so every call streams its W from HBM) cycled through `calls` calls captured in one
+    CUDA graph, as a decode step's graph runs them."""
+    from kernels.timing import graph_us
+
+    copies = [w] + [w.clone() for _ in range(max(1, -(-3 * L2_BYTES // w.nbytes) - 1))]
+    it = itertools.cycle(copies)
+    return graph_us(lambda: fn(next(it)), calls=calls)
 
 
 def warm_up(weights: Iterable[torch.Tensor], rows: Iterable[int] = (1,)) -> None:

@@ -172,3 +172,19 @@ def test_tuned_config_is_reused_inside_cuda_graph_capture():
     torch.cuda.synchronize()
     assert torch.equal(y, y_graph)
     check_against_oracle(y, x, w)
+
+
+@pytest.mark.gpu
+def test_graph_timed_tuning_times_every_candidate_and_cublas(monkeypatch):
+    """WORKBENCH_GEMV_TUNE_GRAPH: candidates and cuBLAS timed in CUDA-graph replays that
+    stream W, without a fallback warning; the winner is a finite-timed candidate."""
+    monkeypatch.setattr(tune, "TUNE_GRAPH", True)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    w = torch.randn(2048, 4096, device="cuda", generator=g).to(torch.bfloat16)
+    x = torch.randn(1, 4096, device="cuda", generator=g).to(torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="gemv tuning in a CUDA graph")
+        best = tune.tune(x, w)
+    times = tune.TUNE_LOG[tune.key_of(1, 2048, 4096, w)]
+    assert times["cublas"] > 0 and times[str(best)] > 0
+    assert times[str(best)] == min(t for c, t in times.items() if c != "cublas" and t == t)
