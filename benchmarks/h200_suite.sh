@@ -17,8 +17,9 @@
 #                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
 #                input fusion, uniform blocks), 8 minutes each in parallel, and their
-#                acceptance (~9.5 min; needs world: its data and the probe, which decides
-#                WORKBENCH_TRAIN_COMPILE). Training parts write a profile of steps
+#                acceptance (~9.5 min; after world: its data and the probe, which decides
+#                WORKBENCH_TRAIN_COMPILE; on a cold machine it makes the data itself and
+#                trains 5.5 minutes, eager). Training parts write a profile of steps
 #                10-14 of every trainer into profiles/ (reference/toy/step_cost.py)
 #       train    the seven 3-minute ablations beside the DSpark study (18-27 GB each), then
 #                the acceptance tables and studies (main, ablations, block size, latency)
@@ -92,7 +93,9 @@ if [ -n "$micro" ]; then
              --prompt-len 16)
   BENCH=(--device cpu --preset tiny --batch-sizes 1,2 --prompt-len 16 --new-tokens 8
          --hf-new-tokens 0)
-  LONG=(--micro --minutes 0.05 --budget-minutes 1)
+  LONG=(--micro)
+  LONG_MIN=0.05
+  LONG_COLD_MIN=0.04
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
@@ -104,7 +107,9 @@ else
   CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
   BENCH=(--batch-sizes 1 --hf-new-tokens 0 --profile)  # bs 4-64 and transformers: 29, 29c
-  LONG=(--minutes 8 --budget-minutes 8.5)
+  LONG=()
+  LONG_MIN=8  # after world on the same warm machine
+  LONG_COLD_MIN=5.5  # the data stage first (~2.5 min)
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
 fi
@@ -142,12 +147,21 @@ case $part in
       python -m reference.toy.recipe --out $A --parallel --zoo "$R/zoo" "${DRAFT[@]}"
     ;;
   ablations)
-    compile=$(python -m reference.toy.step_cost --choose $A/probe0 $A/probe1 --minutes 8)
-    echo "== WORKBENCH_TRAIN_COMPILE=$compile (from world's probe)" | tee "$R/compile.log"
+    minutes=$LONG_MIN
+    if [ ! -f $A/data/train.safetensors ]; then  # a cold machine: world's data stage first
+      [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
+      OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+      minutes=$LONG_COLD_MIN
+    fi
+    compile=0  # eager unless world's probe says compiled fits more steps
+    [ -f $A/probe1/metrics.json ] && compile=$(python -m reference.toy.step_cost --choose \
+      $A/probe0 $A/probe1 --minutes "$minutes")
+    echo "== $minutes min, WORKBENCH_TRAIN_COMPILE=$compile" | tee "$R/compile.log"
     WORKBENCH_TRAIN_COMPILE=$compile WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=2 \
       run ablations 540 \
-      python -m reference.toy.ablations --out $A --parallel \
-      --only full --only no-features --only fusion --only uniform "${LONG[@]}"
+      python -m reference.toy.ablations --out $A --parallel --minutes "$minutes" \
+      --budget-minutes 9 --only full --only no-features --only fusion --only uniform \
+      "${LONG[@]}"
     run acc_ablations 80 python -m experiments.acceptance artifacts=$A study=ablations \
       "drafters=[ablations/full,ablations/no-features,ablations/fusion,ablations/uniform]" \
       "hydra.run.dir=$R/acc_ablations" "${ACC[@]}"
