@@ -7,7 +7,8 @@ device), each round followed by one host sync that reads the commit lengths and 
 host appends them, cuts a request after its first stop token or at max_new_tokens, frees its
 slots, and the others continue (the batch is re-packed only when its membership changes).
 Slots are reserved to committed + 2B before each round and never freed per round. Plain
-decoding (proposer=None) is the same loop with B = 1 and no draft. The continuous-batching
+decoding (proposer=None) is the same loop with B = 1 and no draft; with lookahead it reads
+each step one step late, so the device runs the steps back to back. The continuous-batching
 server (reference/serve/) runs the same rounds with arrivals, chunked prefill and overlap.
 """
 
