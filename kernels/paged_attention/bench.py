@@ -21,6 +21,8 @@ merge 4.0 us per layer, ~0.44 ms of a 4.9 ms batch-1 step).
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from kernels.paged_attention import kernel
@@ -67,6 +69,27 @@ def run() -> list[Row]:
     return rows + rule_rows() + fused_merge_rows() + split_rows()
 
 
+@contextlib.contextmanager
+def switches(**values):
+    """Set kernel module switches (UNSPLIT_MAX_WIDTH, FUSED_MERGE, FORCE_SPLITS) for a block,
+    then restore them."""
+    saved = {name: getattr(kernel, name) for name in values}
+    try:
+        for name, value in values.items():
+            setattr(kernel, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(kernel, name, value)
+
+
+def _bs1(kv_len: int, width: int):
+    """One bs-1 decode call at kv_len keys of a table of `width`, and its bytes."""
+    args, kw = make_inputs(1, 1, kv_len=kv_len, width=width)
+    nbytes = kv_len * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
+    return (lambda: paged_attention(*args, **kw)), nbytes
+
+
 def rule_rows() -> list[Row]:
     """bs 1 decode: the rule on (unsplit, no merge) as `kernel`, off (split-K) as `oracle`."""
     rows = []
@@ -74,17 +97,11 @@ def rule_rows() -> list[Row]:
         for kv_len in (256, 512, 768, 1024):
             if kv_len > width:
                 continue
-            args, kw = make_inputs(1, 1, kv_len=kv_len, width=width)
-            call = lambda a=args, k=kw: paged_attention(*a, **k)  # noqa: E731
-            saved = kernel.UNSPLIT_MAX_WIDTH
-            try:
-                kernel.UNSPLIT_MAX_WIDTH = 0
+            call, nbytes = _bs1(kv_len, width)
+            with switches(UNSPLIT_MAX_WIDTH=0):
                 split = graph_us(call)
-                kernel.UNSPLIT_MAX_WIDTH = width
+            with switches(UNSPLIT_MAX_WIDTH=width):
                 unsplit = graph_us(call)
-            finally:
-                kernel.UNSPLIT_MAX_WIDTH = saved
-            nbytes = kv_len * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
             rows.append(Row("paged_attention rule", f"bs=1 T=1 kv={kv_len} W={width} "
                             "unsplit vs split (graph us)", "bfloat16", unsplit, split, nbytes,
                             {}, "unsplit faster", unsplit.p50 < split.p50))
@@ -98,19 +115,12 @@ def fused_merge_rows() -> list[Row]:
         for kv_len in (256, 512, 1024, 2048, 4096):
             if kv_len > width:
                 continue
-            args, kw = make_inputs(1, 1, kv_len=kv_len, width=width)
-            call = lambda a=args, k=kw: paged_attention(*a, **k)  # noqa: E731
-            saved = kernel.FUSED_MERGE, kernel.UNSPLIT_MAX_WIDTH
-            try:
-                kernel.UNSPLIT_MAX_WIDTH = 0
-                kernel.FUSED_MERGE = False
+            call, nbytes = _bs1(kv_len, width)
+            with switches(UNSPLIT_MAX_WIDTH=0, FUSED_MERGE=False):
                 two = graph_us(call)
-                kernel.FUSED_MERGE = True
+            with switches(UNSPLIT_MAX_WIDTH=0, FUSED_MERGE=True):
                 fused = graph_us(call)
-            finally:
-                kernel.FUSED_MERGE, kernel.UNSPLIT_MAX_WIDTH = saved
             splits = kernel.num_splits(NKV, width, 32)
-            nbytes = kv_len * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
             rows.append(Row("paged_attention fused merge", f"bs=1 T=1 kv={kv_len} W={width} "
                             f"({splits} splits) fused vs two-launch (graph us)", "bfloat16",
                             fused, two, nbytes, {"splits": splits}, "fused faster",
@@ -125,23 +135,16 @@ def split_rows(width: int = 832) -> list[Row]:
     rows = []
     chosen = kernel.num_splits(NKV, width, 32)
     for kv_len in (512, 768):
-        args, kw = make_inputs(1, 1, kv_len=kv_len, width=width)
-        call = lambda a=args, k=kw: paged_attention(*a, **k)  # noqa: E731
-        saved = kernel.FORCE_SPLITS, kernel.UNSPLIT_MAX_WIDTH
-        try:
-            kernel.UNSPLIT_MAX_WIDTH = 0
-            kernel.FORCE_SPLITS = None
+        call, nbytes = _bs1(kv_len, width)
+        with switches(UNSPLIT_MAX_WIDTH=0, FORCE_SPLITS=None):
             base = graph_us(call)
-            for splits in (2, 4, 16, 32):
-                kernel.FORCE_SPLITS = splits
+        for splits in (2, 4, 16, 32):
+            with switches(UNSPLIT_MAX_WIDTH=0, FORCE_SPLITS=splits):
                 forced = graph_us(call)
-                nbytes = kv_len * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
-                rows.append(Row("paged_attention splits", f"bs=1 T=1 kv={kv_len} W={width} "
-                                f"{splits} vs {chosen} splits (graph us)", "bfloat16", forced,
-                                base, nbytes, {"splits": splits, "chosen": chosen},
-                                "forced faster", forced.p50 < base.p50))
-        finally:
-            kernel.FORCE_SPLITS, kernel.UNSPLIT_MAX_WIDTH = saved
+            rows.append(Row("paged_attention splits", f"bs=1 T=1 kv={kv_len} W={width} "
+                            f"{splits} vs {chosen} splits (graph us)", "bfloat16", forced,
+                            base, nbytes, {"splits": splits, "chosen": chosen},
+                            "forced faster", forced.p50 < base.p50))
     return rows
 
 
