@@ -14,6 +14,7 @@ back; `offsets` (n+1,) int64 where sequence i starts; `prompt_lens` (n,) int64; 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -99,6 +100,11 @@ class ToyDataset:
 
     def lengths(self) -> torch.Tensor:
         return self.offsets[1:] - self.offsets[:-1]
+
+    @functools.cached_property
+    def longest(self) -> int:
+        """The longest sequence's length (the width of a fixed-shape batch)."""
+        return int(self.lengths().max())
 
     def batch(self, indices: list[int], device=None, width: int | None = None
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

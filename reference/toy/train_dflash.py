@@ -117,7 +117,7 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
               cfg: DFlashTrainConfig, gen: torch.Generator
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """Weighted loss and top-1 accuracy of one batch of sequences `indices`."""
-    width = int(data.lengths().max()) if COMPILE else None  # fixed shapes for the compiler
+    width = data.longest if COMPILE else None  # fixed shapes for the compiler
     ids, loss_mask, lens = data.batch(indices, target.device, width)
     if cfg.uniform:
         anchors, valid = uniform_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors)
