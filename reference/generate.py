@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 import torch
 
 from reference.cuda_graphs import bucket
-from reference.device import Fence, host_buffer, to_device
+from reference.device import Fence, Streams, to_device
 from reference.engine import PHASES, Clock, DecodeBatch, Engine, Runtime, runtime
 from reference.model import Target
 from reference.proposers import Proposer
+from reference.serve.relay import HostResult, ResultCopy
 from reference.verify import Sampling
 
 _Runtime = Runtime  # the name tests/reference/test_generate.py builds pools with
@@ -62,9 +63,12 @@ class _Engine:
                  sampling: Sampling, stop: set[int], seed: int, lookahead: bool = False):
         self.target, self.proposer = target, proposer
         self.max_new, self.stop = max_new, stop
-        self.lookahead = lookahead
         self.pending: tuple | None = None  # a launched step not read yet (lookahead)
         self.block = proposer.block_size if proposer else 1
+        # lookahead: each step's results go to pinned memory as it is launched (the serving
+        # loop's ResultCopy), so a read waits for that copy, not for the step queued after it
+        self.copies = (ResultCopy(Streams(target.device), target.device, bucket(len(prompts)),
+                                  1 + self.block) if lookahead else None)
         need = max(len(p) for p in prompts) + max_new + 2 * self.block
         rt = runtime(target, proposer.draft_kv if proposer else None, bucket(len(prompts)),
                      -(-need // 64) * 64)
@@ -146,13 +150,10 @@ class _Engine:
                                             self.valid), clock)
         self.verified_id, self.prefix_lens = out.bonus, out.new_seq_lens
         host = torch.cat([out.commit_lens[:, None].long(), out.out_tokens], dim=1)
-        done = None
-        if self.lookahead:  # stage now: a later plain read would queue behind the next step
-            staged = host_buffer(host.numel(), host.device).view(host.shape)
-            host = staged.copy_(host, non_blocking=True)
-            done = Fence(self.target.device.type == "cuda", timing=False).record()
-        launched = (self.live, host, done, clock, start)
-        if self.lookahead:
+        if self.copies is not None:
+            host = self.copies.start(host, Fence(self.target.device.type == "cuda").record())
+        launched = (self.live, host, clock, start)
+        if self.copies is not None:
             launched, self.pending = self.pending, launched
         if launched is not None:
             self._read(*launched)
@@ -163,13 +164,12 @@ class _Engine:
             launched, self.pending = self.pending, None
             self._read(*launched)
 
-    def _read(self, live: list[RequestState], host: torch.Tensor, done: Fence | None,
-              clock: Clock, start: float) -> None:
-        """Wait for one step's results (`done`: its staged copy), append them, account its
-        time."""
-        if done is not None:
-            done.synchronize()
-        for r, (n, *toks) in zip(live, host[: len(live)].tolist()):
+    def _read(self, live: list[RequestState], host: torch.Tensor | HostResult, clock: Clock,
+              start: float) -> None:
+        """Wait for one step's results (a device tensor, or its copy in flight to the host
+        with lookahead), append them, account its time."""
+        values = host.wait() if isinstance(host, HostResult) else host.tolist()
+        for r, (n, *toks) in zip(live, values[: len(live)]):
             if not r.done:
                 r.commits.append(n)
             self._append(r, toks[:n])
