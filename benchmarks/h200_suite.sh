@@ -9,8 +9,8 @@
 #                compiled (60 s each, alone) (~5.5 min)
 #       engine   the engine bench at batch 1 (issue 3's shape: prompt 512, 256 new tokens;
 #                AR with and without lookahead, DFlash with the oracle, the decode step's top
-#                kernels) twice: GEMV tuned by do_bench, then in CUDA graphs
-#                (WORKBENCH_GEMV_TUNE_GRAPH=1); the attention and GEMV kernels' rows (split
+#                kernels) twice: GEMV tuned in CUDA graphs (the default), then by do_bench
+#                (WORKBENCH_GEMV_TUNE_GRAPH=0); the attention and GEMV kernels' rows (split
 #                count at batch 1; the tuned GEMV against cuBLAS in graph replays that stream
 #                W past L2) (~5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
@@ -19,11 +19,14 @@
 #                input fusion, uniform blocks), 8 minutes each in parallel, and their
 #                acceptance (~9.5 min; after world: its data and the probe, which decides
 #                WORKBENCH_TRAIN_COMPILE; on a cold machine it makes the data itself and
-#                trains 5.5 minutes, eager). Training parts write a profile of steps
+#                trains 5.5 minutes). Training parts write a profile of steps
 #                10-14 of every trainer into profiles/ (reference/toy/step_cost.py)
 #       train    the seven 3-minute ablations beside the DSpark study (18-27 GB each), then
 #                the acceptance tables and studies (main, ablations, block size, latency)
 #                (~9 min; needs drafters or the zoo's drafters copied to artifacts/toy)
+#       depth    the engine bench once (default settings), then table 9 at the paper's
+#                depth on a cold machine: the data, full and fusion drafters of 5 layers
+#                (--layers 5, 4.5 minutes each in parallel) and their acceptance (~9 min)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it ran out of GPU memory on 2026-11-29d) (~4 min; needs world)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
@@ -44,7 +47,7 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in world engine drafters ablations train selfspec timing; do
+  for part in world engine drafters ablations depth train selfspec timing; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -96,6 +99,8 @@ if [ -n "$micro" ]; then
   LONG=(--micro)
   LONG_MIN=0.05
   LONG_COLD_MIN=0.04
+  DEPTH=2
+  DEPTH_MIN=0.05
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
@@ -110,6 +115,8 @@ else
   LONG=()
   LONG_MIN=8  # after world on the same warm machine
   LONG_COLD_MIN=5.5  # the data stage first (~2.5 min)
+  DEPTH=5  # the paper's drafters (table 9: Qwen3-4B, 5 layers)
+  DEPTH_MIN=4.5
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
 fi
@@ -137,8 +144,8 @@ case $part in
     ;;
   engine)
     run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
-    WORKBENCH_GEMV_TUNE_GRAPH=1 run bench_graph_tuned 200 python -m reference.bench \
-      --out "$R/bench_graph_tuned.json" "${BENCH[@]}"
+    WORKBENCH_GEMV_TUNE_GRAPH=0 run bench_do_bench_tuned 200 python -m reference.bench \
+      --out "$R/bench_do_bench_tuned.json" "${BENCH[@]}"
     [ -z "$micro" ] && run kernels 150 python -m kernels.bench --ops paged_attention,gemv \
       --out "$R/kernels.json"
     ;;
@@ -153,7 +160,7 @@ case $part in
       OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
       minutes=$LONG_COLD_MIN
     fi
-    compile=0  # eager unless world's probe says compiled fits more steps
+    compile=  # the default (compiled on CUDA) unless world's probe says eager fits more
     [ -f $A/probe1/metrics.json ] && compile=$(python -m reference.toy.step_cost --choose \
       $A/probe0 $A/probe1 --minutes "$minutes")
     echo "== $minutes min, WORKBENCH_TRAIN_COMPILE=$compile" | tee "$R/compile.log"
@@ -180,6 +187,17 @@ case $part in
         "hydra.run.dir=$R/acc_$study" "${ACC[@]}"
     done
     ;;
+  depth)
+    run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
+    [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
+    OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+    WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=4 run ablations 340 \
+      python -m reference.toy.ablations --out $A --parallel --minutes "$DEPTH_MIN" \
+      --layers "$DEPTH" --only full --only fusion "${LONG[@]}"
+    run acc_depth 80 python -m experiments.acceptance artifacts=$A study=ablations \
+      "drafters=[ablations/full-l$DEPTH,ablations/fusion-l$DEPTH]" \
+      "hydra.run.dir=$R/acc_depth" "${ACC[@]}"
+    ;;
   selfspec)
     OMP_NUM_THREADS=8 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
       --out "$R/selfspec" "${SELFSPEC[@]}"
@@ -194,7 +212,7 @@ case $part in
     run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
     ;;
   *)
-    echo "unknown part $part (world, engine, drafters, ablations, train, selfspec, timing)" >&2
+    echo "unknown part $part (world, engine, drafters, ablations, depth, train, selfspec, timing)" >&2
     exit 2
     ;;
 esac

@@ -3,7 +3,8 @@
 Each check reads the greedy (T = 0) rows of the test split (or of the first split measured)
 and states one claim of shared/research/dflash-paper.md with the numbers behind it:
 
-- table 9: KV injection beats input fusion ("diffusion only") at equal depth and steps;
+- table 9: KV injection beats input fusion ("diffusion only") at equal depth and steps
+  (also among ablations/<name>-l<N>, drafters of another depth);
   drafting autoregressively with KV injection (DFlash-AR, "injection only") reaches a higher
   tau than the parallel block (paper: 4.8 vs 4.2 on GSM8K) at a higher draft cost per
   round, which is why the full method wins on speedup;
@@ -43,22 +44,30 @@ def _tau(rows: dict, name: str) -> float | None:
     return own[0]["tau"] if own else None
 
 
+def _depth_suffixes(rows: dict) -> list[str]:
+    """"" for the ablations at their own depth, then "-l<N>" of every `--layers N` run
+    (reference/toy/ablations.py folders ablations/<name>-l<N>) found in the rows."""
+    found = {d.rpartition("-l")[2] for d, _ in rows if d.startswith("ablations/")
+             and d.rpartition("-l")[2].isdigit()}
+    return [""] + [f"-l{n}" for n in sorted(found, key=int)]
+
+
 def paper_checks(rows: list[dict]) -> list[tuple[str, str, bool]]:
     """(claim, numbers, holds) for every check these rows can decide."""
     g = _greedy(rows) if rows else {}
     out = []
-    pairs = (("table 9: KV injection > input fusion", "ablations/full", "ablations/fusion", 1.0),
-             ("table 9: DFlash-AR (sequential) > parallel block in tau", "ablations/ar",
-              "ablations/full", 1.0),
-             ("table 10: target features >> none", "ablations/full", "ablations/no-features",
-              1.2),
-             ("table 13: random anchors > uniform blocks", "ablations/full",
-              "ablations/uniform", 1.0),
-             ("figure 5: decayed loss > flat loss", "ablations/full", "ablations/no-decay", 1.0))
-    for claim, a, b, ratio in pairs:
-        ta, tb = _tau(g, a), _tau(g, b)
-        if ta is not None and tb is not None:
-            out.append((claim, f"tau {ta:.2f} vs {tb:.2f} (x{ta / tb:.2f})", ta > ratio * tb))
+    pairs = (("table 9: KV injection > input fusion", "full", "fusion", 1.0),
+             ("table 9: DFlash-AR (sequential) > parallel block in tau", "ar", "full", 1.0),
+             ("table 10: target features >> none", "full", "no-features", 1.2),
+             ("table 13: random anchors > uniform blocks", "full", "uniform", 1.0),
+             ("figure 5: decayed loss > flat loss", "full", "no-decay", 1.0))
+    for depth in _depth_suffixes(g):
+        for claim, a, b, ratio in pairs:
+            ta, tb = _tau(g, f"ablations/{a}{depth}"), _tau(g, f"ablations/{b}{depth}")
+            if ta is not None and tb is not None:
+                claim += f" ({depth[2:]}-layer drafters)" if depth else ""
+                out.append((claim, f"tau {ta:.2f} vs {tb:.2f} (x{ta / tb:.2f})",
+                            ta > ratio * tb))
     for chain in ("ablations/ar", "ablations/eagle"):
         a, b = g.get(("ablations/full", 16)), g.get((chain, 16))
         if a is not None and b is not None:

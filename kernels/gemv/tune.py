@@ -8,8 +8,9 @@ allowed): it gets `default_config` (not cached, with a warning), so warm up firs
 engine's GraphCache runs each graph's function twice before capturing it, and `warm_up`
 tunes a list of weights explicitly. WORKBENCH_GEMV_TUNE=0 turns tuning off (defaults only);
 the CPU (interpreter) always takes the default. TUNE_LOG keeps every timing for the bench.
-WORKBENCH_GEMV_TUNE_GRAPH=1 times each candidate (and cuBLAS) as the decode graph runs it
-instead: `streamed`, CUDA-graph replays cycling copies of W past L2.
+Each candidate (and cuBLAS) is timed as the decode graph runs it: `streamed`, CUDA-graph
+replays cycling copies of W past L2; WORKBENCH_GEMV_TUNE_GRAPH=0 times with do_bench (an L2
+flush before each call) instead.
 The tuning also times cuBLAS (torch.matmul) on the same call: where it beats every candidate,
 the key caches None and the launcher calls cuBLAS instead (CUBLAS_FALLBACK;
 WORKBENCH_GEMV_CUBLAS_FALLBACK=0 keeps the Triton kernel whatever the timings).
@@ -31,9 +32,10 @@ from kernels.gemv.kernel import GemvConfig, default_config, gemv
 
 TUNE = os.environ.get("WORKBENCH_GEMV_TUNE", "1") == "1"
 # Time candidates as the decode step runs them: CUDA-graph replays cycling copies of W past L2
-# (`streamed`), instead of do_bench with an L2 flush between calls. Off until an H200 run
-# compares the two (2026-11-29c picked Triton for o_proj and down, 29d cuBLAS).
-TUNE_GRAPH = os.environ.get("WORKBENCH_GEMV_TUNE_GRAPH") == "1"
+# (`streamed`). H200, benchmarks/h200-2026-11-29e/engine: the AR decode step at bs 1 takes
+# 5.23 ms with graph-timed choices against 5.41 ms with do_bench's (whose L2 flush between
+# calls mis-ranks the small o_proj and wqkv GEMVs: 29c and 29d chose differently).
+TUNE_GRAPH = os.environ.get("WORKBENCH_GEMV_TUNE_GRAPH", "1") == "1"
 L2_BYTES = 50 << 20  # an H200's L2 is 50 MB
 CUBLAS_FALLBACK = os.environ.get("WORKBENCH_GEMV_CUBLAS_FALLBACK", "1") == "1"
 DOT_CANDIDATES = (
@@ -149,7 +151,7 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
 
 
 def _time(fn, w: torch.Tensor, rep_ms: int) -> float:
-    """Median microseconds of fn(w): `streamed` with TUNE_GRAPH, else do_bench."""
+    """Median microseconds of fn(w): `streamed` (TUNE_GRAPH), else do_bench."""
     import triton.testing
 
     if TUNE_GRAPH:

@@ -71,8 +71,10 @@ def ablation_done(out: Path, key: str) -> bool:
 
 
 def run_ablations(out: Path, recipe: Recipe, names=tuple(ABLATIONS), base=BASE,
-                  budget_minutes: float | None = None, command: str = "") -> dict[str, dict]:
-    """Train every ablation of `names` not done yet, within the time budget."""
+                  budget_minutes: float | None = None, command: str = "", suffix: str = ""
+                  ) -> dict[str, dict]:
+    """Train every ablation of `names` not done yet, within the time budget, each into
+    out/ablations/<name><suffix>."""
     import torch
 
     from reference.loaders import load_target
@@ -85,7 +87,7 @@ def run_ablations(out: Path, recipe: Recipe, names=tuple(ABLATIONS), base=BASE,
     t0, records = time.time(), {}
     for name in names:
         cfg = ablation_config(name, base)
-        folder, key = out / "ablations" / name, ablation_key(recipe, cfg)
+        folder, key = out / "ablations" / f"{name}{suffix}", ablation_key(recipe, cfg)
         if ablation_done(folder, key):
             print(f"ablations: {name} is done, skipped", flush=True)
             continue
@@ -100,7 +102,7 @@ def run_ablations(out: Path, recipe: Recipe, names=tuple(ABLATIONS), base=BASE,
         start = time.time()
         metrics = stages.drafter(folder, target, out / "tokenizer" / "tokenizer.json",
                                  out / "data" / "train.safetensors", cfg)
-        records[name] = {"stage": f"ablations/{name}", "key": key, "command": command,
+        records[name] = {"stage": f"ablations/{folder.name}", "key": key, "command": command,
                          "seed": cfg.seed, "wall_s": time.time() - start, "metrics": metrics}
         (folder / "stage.json").write_text(json.dumps(records[name], indent=2))
     return records
@@ -119,11 +121,15 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=None,
                     help=f"train each for this long (at most {LONG_STEPS} steps) instead of "
                          f"{BASE.steps} steps in {BASE.max_minutes} minutes")
+    ap.add_argument("--layers", type=int, default=None,
+                    help=f"draft depth of every ablation but eagle (one layer; default "
+                         f"{BASE.num_layers}), into ablations/<name>-l<layers>")
     args = ap.parse_args()
     if args.parallel:
         shared = ["--out", str(args.out), "--budget-minutes", str(args.budget_minutes),
                   *(["--micro"] if args.micro else ["--size", args.size]),
-                  *(["--minutes", str(args.minutes)] if args.minutes else [])]
+                  *(["--minutes", str(args.minutes)] if args.minutes else []),
+                  *(["--layers", str(args.layers)] if args.layers else [])]
         names = args.only or sorted(ABLATIONS)
         procs = [subprocess.Popen([sys.executable, "-m", "reference.toy.ablations", *shared,
                                    "--only", name]) for name in names]
@@ -136,9 +142,11 @@ def main() -> None:
     if args.minutes:
         base = dataclasses.replace(base, max_minutes=args.minutes,
                                    steps=base.steps if args.micro else LONG_STEPS)
+    if args.layers:
+        base = dataclasses.replace(base, num_layers=args.layers)
     command = " ".join(["python -m reference.toy.ablations", *sys.argv[1:]])
     run_ablations(args.out, recipe, tuple(args.only or ABLATIONS), base, args.budget_minutes,
-                  command)
+                  command, f"-l{args.layers}" if args.layers else "")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ or eagle (the autoregressive baseline, with --layers 1; --chain-depth D trains o
 first D chain steps).
 Saves the z-lab format (`load_dflash`; variants: `variants.load_variant`) and metrics.json.
 A step never waits for the device (batches copied asynchronously, no data-dependent
-shapes); WORKBENCH_TRAIN_COMPILE=1 runs the drafter's forward and loss through
-torch.compile, WORKBENCH_TRAIN_PROFILE=DIR profiles steps 10-14 (reference/toy/step_cost.py).
+shapes); on CUDA the drafter's forward and loss run through torch.compile
+(WORKBENCH_TRAIN_COMPILE=0: eager); WORKBENCH_TRAIN_PROFILE=DIR profiles steps 10-14
+(reference/toy/step_cost.py).
 """
 
 from __future__ import annotations
@@ -61,8 +62,15 @@ from reference.toy.variants import VARIANTS, context_features
 
 # The drafter's forward and loss through torch.compile (fewer launches and no Python per op:
 # a step is bound by them, reference/toy/step_cost.py); an execution switch, not part of a
-# stage's key. Off until an H200 run measures it against eager.
-COMPILE = os.environ.get("WORKBENCH_TRAIN_COMPILE") == "1"
+# stage's key. None (unset): on CUDA only. H200, benchmarks/h200-2026-11-29e/world: 31 ms a
+# step against 61 ms eager after 22 s of compiling (1056 against 829 steps in one minute);
+# WORKBENCH_TRAIN_COMPILE=0 runs eager, =1 compiles on the CPU too.
+COMPILE = {"1": True, "0": False}.get(os.environ.get("WORKBENCH_TRAIN_COMPILE", ""))
+
+
+def compiling(device: torch.device) -> bool:
+    """Whether this run's steps go through torch.compile (COMPILE, else CUDA)."""
+    return COMPILE if COMPILE is not None else device.type == "cuda"
 
 
 @dataclass(frozen=True)
@@ -117,7 +125,8 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
               cfg: DFlashTrainConfig, gen: torch.Generator
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """Weighted loss and top-1 accuracy of one batch of sequences `indices`."""
-    width = data.longest if COMPILE else None  # fixed shapes for the compiler
+    compiled = compiling(target.device)
+    width = data.longest if compiled else None  # fixed shapes for the compiler
     ids, loss_mask, lens = data.batch(indices, target.device, width)
     if cfg.uniform:
         anchors, valid = uniform_anchors(loss_mask, lens, cfg.block_size, cfg.num_anchors)
@@ -128,7 +137,7 @@ def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices
         features = context_features(cfg.variant, target, ids, None)
     else:
         features = target_features(target, ids, lens, model.config.target_layer_ids)
-    loss_fn = _compiled_draft_loss() if COMPILE else draft_loss
+    loss_fn = _compiled_draft_loss() if compiled else draft_loss
     return loss_fn(model.drafter(target), model.in_proj(target), target, features, ids, lens,
                    anchors, labels, w, cfg.block_size, model.config.mask_token_id, cfg.variant,
                    cfg.chain_depth)
@@ -235,7 +244,7 @@ def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainCo
     tag = f"{out.name} ({cfg.variant} B={cfg.block_size})"
     metrics = fit(model, pool, cfg, step_fn, tag, log_every)
     model.save(out)
-    metrics.update(config=asdict(cfg), compiled=COMPILE,
+    metrics.update(config=asdict(cfg), compiled=compiling(target.device),
                    target_layer_ids=raw["dflash_config"]["target_layer_ids"])
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
