@@ -27,13 +27,18 @@
 #       depth    the engine bench once (default settings), then table 9 at the paper's
 #                depth on a cold machine: the data, full and fusion drafters of 5 layers
 #                (--layers 5, 4.5 minutes each in parallel) and their acceptance (~9 min)
+#       base     the base pair (issue 4: a 30-60M target should carry more future information
+#                than the small one), stage 1: its target (4 min) and data (3.5 min) into
+#                artifacts/base, the tokenizer copied from the zoo (~9 min)
+#       base-drafters stage 2 on the same warm machine: both drafters in parallel (8 min)
+#                and the held-out eval (T = 0 tau beside the small pair's 4.77 / 4.81) (~9.5 min)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it ran out of GPU memory on 2026-11-29d) (~4 min; needs world)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
-# The next session: world, ablations, engine (~22 minutes with the machine's start), then
+# The next session: base, base-drafters (~19.5 minutes with the machine's start), then
 # selfspec if time is left; the other parts when their inputs change (results:
-# benchmarks/h200-2026-11-29c and -29d).
+# benchmarks/h200-2026-11-29c, -29d and -29e).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -47,7 +52,7 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in world engine drafters ablations depth train selfspec timing; do
+  for part in world engine drafters ablations depth base base-drafters train selfspec timing; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -76,6 +81,7 @@ part=$1
 out=$2
 micro=${3:-}
 A=artifacts/toy
+B=artifacts/base
 R=$out/r
 mkdir -p "$R"
 export PYTHONUNBUFFERED=1
@@ -101,6 +107,8 @@ if [ -n "$micro" ]; then
   LONG_COLD_MIN=0.04
   DEPTH=2
   DEPTH_MIN=0.05
+  BASE1=(--micro)
+  BASE2=(--micro)
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
@@ -117,6 +125,8 @@ else
   LONG_COLD_MIN=5.5  # the data stage first (~2.5 min)
   DEPTH=5  # the paper's drafters (table 9: Qwen3-4B, 5 layers)
   DEPTH_MIN=4.5
+  BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
+  BASE2=(--size base --budget-minutes 10.5)
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
 fi
@@ -198,6 +208,16 @@ case $part in
       "drafters=[ablations/full-l$DEPTH,ablations/fusion-l$DEPTH]" \
       "hydra.run.dir=$R/acc_depth" "${ACC[@]}"
     ;;
+  base)
+    [ -z "$micro" ] && mkdir -p $B && cp -rn experiments/zoo/tokenizer $B/
+    OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $B "${BASE1[@]}"
+    cp $B/target/stage.json "$R/target_stage.json"
+    ;;
+  base-drafters)
+    OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $B --parallel \
+      "${BASE2[@]}"
+    for s in data dflash-b16 dflash-b8 eval; do cp $B/$s/stage.json "$R/${s}_stage.json"; done
+    ;;
   selfspec)
     OMP_NUM_THREADS=8 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
       --out "$R/selfspec" "${SELFSPEC[@]}"
@@ -212,7 +232,7 @@ case $part in
     run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
     ;;
   *)
-    echo "unknown part $part (world, engine, drafters, ablations, depth, train, selfspec, timing)" >&2
+    echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters, train, selfspec, timing)" >&2
     exit 2
     ;;
 esac

@@ -23,7 +23,9 @@ Its metrics' acc covers the trained positions 1..2 only. Each stage.json records
 steps_done to confirm the steps. At 3 minutes (2026-11-29d: 406-491 steps at 128 sequences)
 the block drafters' tau spread only 1.7-2.2, where the main B = 16 drafter needed thousands
 of steps to reach 4.8; `--minutes 8 --only full --only no-features --only fusion --only
-uniform` trains the four that decide tables 9, 10 and 13 longer (their own stage keys).
+uniform` trains the four that decide tables 9, 10 and 13 longer (their own stage keys;
+2026-11-29e: 3,900-5,900 steps, tau 4.94 / 3.79 / 5.95 / 4.72). `--layers N` trains at
+another depth into ablations/<name>-l<N> (the paper's 5: full 5.95, fusion 6.06).
 Evaluate them with `python -m experiments.acceptance study=ablations`.
 """
 
