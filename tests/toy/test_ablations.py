@@ -76,6 +76,11 @@ def test_ablations_train_resume_and_evaluate(micro):
     records = run_ablations(out, MICRO, names, BASE, command="test")
     assert set(records) == set(names)
     assert run_ablations(out, MICRO, names, BASE) == {}
+    deeper = dataclasses.replace(BASE, num_layers=BASE.num_layers + 1)  # --layers
+    records = run_ablations(out, MICRO, ("fusion",), deeper, suffix=f"-l{deeper.num_layers}")
+    assert records["fusion"]["stage"] == f"ablations/fusion-l{deeper.num_layers}"
+    config = json.loads((out / records["fusion"]["stage"] / "config.json").read_text())
+    assert config["num_hidden_layers"] == deeper.num_layers
     assert variant_of(out / "ablations" / "eagle") == "eagle"
     target = load_target(out / "target", dtype=torch.float32)
     assert isinstance(load_variant(out / "ablations" / "fusion", target), FusionProposer)

@@ -28,6 +28,17 @@ def test_ablation_orderings_hold_and_fail_as_the_numbers_say():
         "5.00 ms per round)" in md
 
 
+def test_other_depths_are_checked_against_their_own_depth():
+    """ablations/<name>-l<N> (reference.toy.ablations --layers N) pair only with each other."""
+    rows = [_row("ablations/full", 4.0), _row("ablations/fusion", 5.0),
+            _row("ablations/full-l5", 6.0), _row("ablations/fusion-l5", 5.5),
+            _row("ablations/no-features-l5", 3.0), _row("ablations/uniform-l3", 2.0)]
+    got = {claim: ok for claim, _, ok in paper_checks(rows)}
+    assert got == {"table 9: KV injection > input fusion": False,
+                   "table 9: KV injection > input fusion (5-layer drafters)": True,
+                   "table 10: target features >> none (5-layer drafters)": True}
+
+
 def test_block_size_asymmetry_and_latency_shape():
     rows = [_row("dflash-b16", 3.0, 16, 8), _row("dflash-b8", 3.2, 8, 8),
             _row("dflash-b8", 3.0, 8, 16), _row("dflash-b16", 4.5, 16, 16),

@@ -128,3 +128,13 @@ def test_compiled_draft_loss_equals_eager(world, monkeypatch):
     assert a1 == a0
     for x, y in zip(g1, g0):
         torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-6)
+
+
+def test_training_compiles_on_cuda_unless_told(monkeypatch):
+    """WORKBENCH_TRAIN_COMPILE unset: compiled on CUDA only; 0 / 1 decide on any device."""
+    from reference.toy import train_dflash as td
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    for env, want in ((None, (False, True)), (False, (False, False)), (True, (True, True))):
+        monkeypatch.setattr(td, "COMPILE", env)
+        assert (td.compiling(cpu), td.compiling(cuda)) == want
