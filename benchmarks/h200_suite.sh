@@ -24,9 +24,10 @@
 #       train    the seven 3-minute ablations beside the DSpark study (18-27 GB each), then
 #                the acceptance tables and studies (main, ablations, block size, latency)
 #                (~9 min; needs drafters or the zoo's drafters copied to artifacts/toy)
-#       depth    the engine bench once (default settings), then table 9 at the paper's
-#                depth on a cold machine: the data, full and fusion drafters of 5 layers
-#                (--layers 5, 4.5 minutes each in parallel) and their acceptance (~9 min)
+#       depth    table 9 in the paper's setting on a cold machine: the data, full and
+#                fusion drafters of 5 layers at B = 8 (--layers 5 --block 8, 5.5 minutes
+#                each in parallel) and their acceptance (~9.5 min; 2026-11-29e ran it at
+#                B = 16 for 4.5 minutes after an engine bench)
 #       base     the base pair (issue 4: a 30-60M target should carry more future information
 #                than the small one), stage 1: its target (4 min) and data (3.5 min) into
 #                artifacts/base, the tokenizer copied from the zoo (~9 min)
@@ -37,7 +38,7 @@
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
 # The next session: base, base-drafters (~19.5 minutes with the machine's start), then
-# selfspec if time is left; the other parts when their inputs change (results:
+# depth (~10 minutes) or selfspec, as time is left; the other parts when their inputs change (results:
 # benchmarks/h200-2026-11-29c, -29d and -29e).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
@@ -124,7 +125,7 @@ else
   LONG_MIN=8  # after world on the same warm machine
   LONG_COLD_MIN=5.5  # the data stage first (~2.5 min)
   DEPTH=5  # the paper's drafters (table 9: Qwen3-4B, 5 layers)
-  DEPTH_MIN=4.5
+  DEPTH_MIN=5.5
   BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
   BASE2=(--size base --budget-minutes 10.5)
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
@@ -198,14 +199,13 @@ case $part in
     done
     ;;
   depth)
-    run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
     [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
     OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
     WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=4 run ablations 340 \
       python -m reference.toy.ablations --out $A --parallel --minutes "$DEPTH_MIN" \
-      --layers "$DEPTH" --only full --only fusion "${LONG[@]}"
+      --layers "$DEPTH" --block 8 --only full --only fusion "${LONG[@]}"
     run acc_depth 80 python -m experiments.acceptance artifacts=$A study=ablations \
-      "drafters=[ablations/full-l$DEPTH,ablations/fusion-l$DEPTH]" \
+      "drafters=[ablations/full-l$DEPTH-b8,ablations/fusion-l$DEPTH-b8]" \
       "hydra.run.dir=$R/acc_depth" "${ACC[@]}"
     ;;
   base)

@@ -4,7 +4,7 @@ Each check reads the greedy (T = 0) rows of the test split (or of the first spli
 and states one claim of shared/research/dflash-paper.md with the numbers behind it:
 
 - table 9: KV injection beats input fusion ("diffusion only") at equal depth and steps
-  (also among ablations/<name>-l<N>, drafters of another depth);
+  (also among ablations/<name>-l<N>-b<B>, drafters of another depth or block size);
   drafting autoregressively with KV injection (DFlash-AR, "injection only") reaches a higher
   tau than the parallel block (paper: 4.8 vs 4.2 on GSM8K) at a higher draft cost per
   round, which is why the full method wins on speedup;
@@ -25,6 +25,7 @@ run folder's results.md from its results.csv (after a change to these checks).
 from __future__ import annotations
 
 import csv
+import re
 import sys
 from pathlib import Path
 
@@ -44,12 +45,22 @@ def _tau(rows: dict, name: str) -> float | None:
     return own[0]["tau"] if own else None
 
 
-def _depth_suffixes(rows: dict) -> list[str]:
-    """"" for the ablations at their own depth, then "-l<N>" of every `--layers N` run
-    (reference/toy/ablations.py folders ablations/<name>-l<N>) found in the rows."""
-    found = {d.rpartition("-l")[2] for d, _ in rows if d.startswith("ablations/")
-             and d.rpartition("-l")[2].isdigit()}
-    return [""] + [f"-l{n}" for n in sorted(found, key=int)]
+SETTING = re.compile(r"(?:-l(\d+))?(?:-b(\d+))?$")
+
+
+def _settings(rows: dict) -> list[tuple[str, str]]:
+    """(suffix, label) of every setting of ablation drafters in the rows: ("", "") for the
+    ablations' own, then "-l<N>", "-b<B>" or "-l<N>-b<B>" of `reference.toy.ablations
+    --layers N --block B` runs (folders ablations/<name><suffix>)."""
+    found = {}
+    for d, _ in rows:
+        if d.startswith("ablations/"):
+            m = SETTING.search(d)
+            if m.group(0):
+                layers, block = m.groups()
+                found[m.group(0)] = ", ".join(([f"{layers}-layer drafters"] if layers else [])
+                                              + ([f"B = {block}"] if block else []))
+    return [("", "")] + sorted(found.items())
 
 
 def paper_checks(rows: list[dict]) -> list[tuple[str, str, bool]]:
@@ -61,11 +72,11 @@ def paper_checks(rows: list[dict]) -> list[tuple[str, str, bool]]:
              ("table 10: target features >> none", "full", "no-features", 1.2),
              ("table 13: random anchors > uniform blocks", "full", "uniform", 1.0),
              ("figure 5: decayed loss > flat loss", "full", "no-decay", 1.0))
-    for depth in _depth_suffixes(g):
+    for suffix, label in _settings(g):
         for claim, a, b, ratio in pairs:
-            ta, tb = _tau(g, f"ablations/{a}{depth}"), _tau(g, f"ablations/{b}{depth}")
+            ta, tb = _tau(g, f"ablations/{a}{suffix}"), _tau(g, f"ablations/{b}{suffix}")
             if ta is not None and tb is not None:
-                claim += f" ({depth[2:]}-layer drafters)" if depth else ""
+                claim += f" ({label})" if label else ""
                 out.append((claim, f"tau {ta:.2f} vs {tb:.2f} (x{ta / tb:.2f})",
                             ta > ratio * tb))
     for chain in ("ablations/ar", "ablations/eagle"):

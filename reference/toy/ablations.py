@@ -25,7 +25,8 @@ the block drafters' tau spread only 1.7-2.2, where the main B = 16 drafter neede
 of steps to reach 4.8; `--minutes 8 --only full --only no-features --only fusion --only
 uniform` trains the four that decide tables 9, 10 and 13 longer (their own stage keys;
 2026-11-29e: 3,900-5,900 steps, tau 4.94 / 3.79 / 5.95 / 4.72). `--layers N` trains at
-another depth into ablations/<name>-l<N> (the paper's 5: full 5.95, fusion 6.06).
+another depth into ablations/<name>-l<N> (the paper's 5: full 5.95, fusion 6.06), `--block
+B` at another block size (-b<B>; the paper's table 9 is at B = 8).
 Evaluate them with `python -m experiments.acceptance study=ablations`.
 """
 
@@ -126,12 +127,16 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=None,
                     help=f"draft depth of every ablation but eagle (one layer; default "
                          f"{BASE.num_layers}), into ablations/<name>-l<layers>")
+    ap.add_argument("--block", type=int, default=None,
+                    help=f"block size B (default {BASE.block_size}), into "
+                         "ablations/<name>[-l<layers>]-b<block>")
     args = ap.parse_args()
     if args.parallel:
         shared = ["--out", str(args.out), "--budget-minutes", str(args.budget_minutes),
                   *(["--micro"] if args.micro else ["--size", args.size]),
                   *(["--minutes", str(args.minutes)] if args.minutes else []),
-                  *(["--layers", str(args.layers)] if args.layers else [])]
+                  *(["--layers", str(args.layers)] if args.layers else []),
+                  *(["--block", str(args.block)] if args.block else [])]
         names = args.only or sorted(ABLATIONS)
         procs = [subprocess.Popen([sys.executable, "-m", "reference.toy.ablations", *shared,
                                    "--only", name]) for name in names]
@@ -144,11 +149,14 @@ def main() -> None:
     if args.minutes:
         base = dataclasses.replace(base, max_minutes=args.minutes,
                                    steps=base.steps if args.micro else LONG_STEPS)
+    suffix = ""
     if args.layers:
-        base = dataclasses.replace(base, num_layers=args.layers)
+        base, suffix = dataclasses.replace(base, num_layers=args.layers), f"-l{args.layers}"
+    if args.block:
+        base, suffix = dataclasses.replace(base, block_size=args.block), f"{suffix}-b{args.block}"
     command = " ".join(["python -m reference.toy.ablations", *sys.argv[1:]])
     run_ablations(args.out, recipe, tuple(args.only or ABLATIONS), base, args.budget_minutes,
-                  command, f"-l{args.layers}" if args.layers else "")
+                  command, suffix)
 
 
 if __name__ == "__main__":

@@ -29,14 +29,19 @@ def test_ablation_orderings_hold_and_fail_as_the_numbers_say():
 
 
 def test_other_depths_are_checked_against_their_own_depth():
-    """ablations/<name>-l<N> (reference.toy.ablations --layers N) pair only with each other."""
+    """ablations/<name>-l<N>-b<B> (reference.toy.ablations --layers N --block B) pair only
+    with drafters of the same setting."""
     rows = [_row("ablations/full", 4.0), _row("ablations/fusion", 5.0),
             _row("ablations/full-l5", 6.0), _row("ablations/fusion-l5", 5.5),
-            _row("ablations/no-features-l5", 3.0), _row("ablations/uniform-l3", 2.0)]
+            _row("ablations/no-features-l5", 3.0), _row("ablations/uniform-l3", 2.0),
+            _row("ablations/full-l5-b8", 4.0, 8, 8), _row("ablations/fusion-l5-b8", 4.5, 8, 8),
+            _row("ablations/no-decay-b8", 3.0, 8, 8), _row("ablations/full-b8", 3.0, 8, 8)]
     got = {claim: ok for claim, _, ok in paper_checks(rows)}
     assert got == {"table 9: KV injection > input fusion": False,
                    "table 9: KV injection > input fusion (5-layer drafters)": True,
-                   "table 10: target features >> none (5-layer drafters)": True}
+                   "table 10: target features >> none (5-layer drafters)": True,
+                   "table 9: KV injection > input fusion (5-layer drafters, B = 8)": False,
+                   "figure 5: decayed loss > flat loss (B = 8)": False}
 
 
 def test_block_size_asymmetry_and_latency_shape():
