@@ -25,7 +25,7 @@
 #                the acceptance tables and studies (main, ablations, block size, latency)
 #                (~9 min; needs drafters or the zoo's drafters copied to artifacts/toy)
 #       depth    table 9 in the paper's setting on a cold machine: the data, full and
-#                fusion drafters of 5 layers at B = 8 (--layers 5 --block 8, 5.5 minutes
+#                fusion drafters of 5 layers at B = 8 (--layers 5 --block 8, 4.5 minutes
 #                each in parallel) and their acceptance (~9.5 min; 2026-11-29e ran it at
 #                B = 16 for 4.5 minutes after an engine bench)
 #       base     the base pair (issue 4: a 30-60M target should carry more future information
@@ -125,7 +125,7 @@ else
   LONG_MIN=8  # after world on the same warm machine
   LONG_COLD_MIN=5.5  # the data stage first (~2.5 min)
   DEPTH=5  # the paper's drafters (table 9: Qwen3-4B, 5 layers)
-  DEPTH_MIN=5.5
+  DEPTH_MIN=4.5  # 2026-11-29e: data 127 s, training 4.5 min, acceptance: 591 s with a bench
   BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
   BASE2=(--size base --budget-minutes 10.5)
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
