@@ -1,0 +1,31 @@
+"""experiments/block_size_probe.py on the micro recipe: the biased float mask is the boolean
+mask at zero bias, a bias moves the accuracies, and the module's mask is restored."""
+
+from __future__ import annotations
+
+import torch
+
+from experiments.block_size_probe import biased_logits, position_accuracy
+from reference.loaders import load_dflash, load_target
+from reference.toy import dense_blocks
+from reference.toy.gen_data import load_dataset
+from reference.toy.tokenizer import MASK, load_tokenizer
+
+
+def test_mask_bias_probe(micro):
+    out, _ = micro
+    target = load_target(out / "target", dtype=torch.float32)
+    mask_id = load_tokenizer(out / "tokenizer" / "tokenizer.json").token_to_id(MASK)
+    data = load_dataset(out / "data" / "train.safetensors")
+    drafter = load_dflash(out / "dflash-b16", target).drafter
+    plain = dense_blocks.block_mask
+    acc = position_accuracy(drafter, target, data, 8, mask_id)
+    assert dense_blocks.block_mask is plain
+    assert len(acc) == 7 and all(0.0 <= a <= 1.0 for a in acc)
+    plain_logits, _, counted = biased_logits(drafter, target, data, 8, mask_id)
+    assert counted.any()
+    tiny, _, _ = biased_logits(drafter, target, data, 8, mask_id, mask_bias=1e-12)
+    assert dense_blocks.block_mask is plain
+    torch.testing.assert_close(tiny, plain_logits, rtol=1e-5, atol=1e-5)
+    muted, _, _ = biased_logits(drafter, target, data, 8, mask_id, mask_bias=-60.0)
+    assert (muted - plain_logits)[counted].abs().max() > 1e-3  # the masks are attended
