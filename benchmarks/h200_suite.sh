@@ -120,7 +120,7 @@ else
   ACC=()
   CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
-  BENCH=(--batch-sizes 1 --hf-new-tokens 0 --profile)  # bs 4-64 and transformers: 29, 29c
+  BENCH=(--batch-sizes 1 --profile)  # with the transformers peer in the same run; bs 4-64: 29
   LONG=()
   LONG_MIN=8  # after world on the same warm machine
   LONG_COLD_MIN=5.5  # the data stage first (~2.5 min)
