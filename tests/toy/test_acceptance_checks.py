@@ -34,13 +34,16 @@ def test_other_depths_are_checked_against_their_own_depth():
     rows = [_row("ablations/full", 4.0), _row("ablations/fusion", 5.0),
             _row("ablations/full-l5", 6.0), _row("ablations/fusion-l5", 5.5),
             _row("ablations/no-features-l5", 3.0), _row("ablations/uniform-l3", 2.0),
-            _row("ablations/full-l5-b8", 4.0, 8, 8), _row("ablations/fusion-l5-b8", 4.5, 8, 8),
+            {**_row("ablations/full-l5-b8", 4.0, 8, 8), "speedup": 2.0},
+            {**_row("ablations/fusion-l5-b8", 4.5, 8, 8), "speedup": 1.5},
             _row("ablations/no-decay-b8", 3.0, 8, 8), _row("ablations/full-b8", 3.0, 8, 8)]
     got = {claim: ok for claim, _, ok in paper_checks(rows)}
     assert got == {"table 9: KV injection > input fusion": False,
                    "table 9: KV injection > input fusion (5-layer drafters)": True,
                    "table 10: target features >> none (5-layer drafters)": True,
                    "table 9: KV injection > input fusion (5-layer drafters, B = 8)": False,
+                   "table 9: KV injection decodes faster than input fusion (5-layer drafters, "
+                   "B = 8)": True,
                    "figure 5: decayed loss > flat loss (B = 8)": False}
 
 
@@ -61,9 +64,10 @@ def test_block_size_asymmetry_and_latency_shape():
 def test_rewrite_replaces_the_orderings_from_the_csv(tmp_path):
     from experiments.acceptance_checks import HEADING, rewrite
 
-    fields = ["drafter", "train_B", "test_B", "split", "T", "tau", "draft_ms_per_round"]
-    lines = [",".join(fields), "ablations/full,16,16,test,0.0,4.0,1.0",
-             "ablations/fusion,16,16,test,0.0,3.0,1.0"]
+    fields = ["drafter", "train_B", "test_B", "split", "T", "tau", "draft_ms_per_round",
+              "speedup"]
+    lines = [",".join(fields), "ablations/full,16,16,test,0.0,4.0,1.0,1.5",
+             "ablations/fusion,16,16,test,0.0,3.0,1.0,1.75"]
     (tmp_path / "results.csv").write_text("\n".join(lines) + "\n")
     (tmp_path / "results.md").write_text("| table |\n" + HEADING + "\n- stale claim\n")
     rewrite(tmp_path)
@@ -71,3 +75,5 @@ def test_rewrite_replaces_the_orderings_from_the_csv(tmp_path):
     assert text.startswith("| table |\n")
     assert "stale" not in text
     assert "holds: table 9: KV injection > input fusion (tau 4.00 vs 3.00 (x1.33))" in text
+    assert "DOES NOT HOLD: table 9: KV injection decodes faster than input fusion (speedup " \
+        "1.50x vs 1.75x)" in text
