@@ -150,11 +150,11 @@ class _Engine:
                                             self.valid), clock)
         self.verified_id, self.prefix_lens = out.bonus, out.new_seq_lens
         host = torch.cat([out.commit_lens[:, None].long(), out.out_tokens], dim=1)
-        if self.copies is not None:
-            host = self.copies.start(host, Fence(self.target.device.type == "cuda").record())
-        launched = (self.live, host, clock, start)
-        if self.copies is not None:
-            launched, self.pending = self.pending, launched
+        if self.copies is None:
+            self._read(self.live, host, clock, start)
+            return
+        host = self.copies.start(host, Fence(self.target.device.type == "cuda").record())
+        launched, self.pending = self.pending, (self.live, host, clock, start)
         if launched is not None:
             self._read(*launched)
 

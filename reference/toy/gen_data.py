@@ -112,12 +112,11 @@ class ToyDataset:
         longest of these sequences, or `width` when that is longer."""
         lens = self.lengths()[indices]
         width = max(int(lens.max()), width or 0)
-        ids = torch.zeros(len(indices), width, dtype=torch.int64)
-        mask = torch.zeros(len(indices), width, dtype=torch.bool)
-        for row, i in enumerate(indices):
-            a, b = int(self.offsets[i]), int(self.offsets[i + 1])
-            ids[row, : b - a] = self.tokens[a:b].long()
-            mask[row, : b - a] = self.loss_mask[a:b].bool()
+        pos = torch.arange(width)
+        inside = pos[None, :] < lens[:, None]  # (b, S)
+        src = (self.offsets[indices][:, None] + pos[None, :]).clamp(max=len(self.tokens) - 1)
+        ids = torch.where(inside, self.tokens[src].long(), 0)
+        mask = inside & self.loss_mask[src].bool()
         if device is None or torch.device(device).type != "cuda":
             return ids.to(device), mask.to(device), lens.to(device)
         dev = torch.device(device)  # pinned and asynchronous: the host does not wait
