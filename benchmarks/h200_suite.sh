@@ -29,17 +29,22 @@
 #                each in parallel) and their acceptance (~9.5 min; 2026-11-29e ran it at
 #                B = 16 for 4.5 minutes after an engine bench)
 #       base     the base pair (issue 4: a 30-60M target should carry more future information
-#                than the small one), stage 1: its target (4 min) and data (3.5 min) into
-#                artifacts/base, the tokenizer copied from the zoo (~9 min)
+#                than the small one), stage 1: a sweep of the target's dropout (0, 0.1, 0.2,
+#                2.2 minutes each in parallel; without it the base target overfit the ~9M
+#                train tokens, val 2.37 against small's 2.28, 2026-11-29f), then the recipe's
+#                target at the best dropout and its data into artifacts/base, the tokenizer
+#                copied from the zoo (~7.5 min)
 #       base-drafters stage 2 on the same warm machine: both drafters in parallel (8 min)
-#                and the held-out eval (T = 0 tau beside the small pair's 4.77 / 4.81) (~9.5 min)
+#                and the recipe's eval (64 prompts) (~9 min)
+#       base-eval the base and small (zoo) pairs side by side on the same 256 prompts per
+#                split, T = 0 and 1, with tau's standard error (~3 min; after base-drafters)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it ran out of GPU memory on 2026-11-29d) (~4 min; needs world)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
-# The next session: base, base-drafters (~19.5 minutes with the machine's start), then
-# depth (~10 minutes) or selfspec, as time is left; the other parts when their inputs change (results:
-# benchmarks/h200-2026-11-29c, -29d and -29e).
+# The next session: base, base-drafters, base-eval (~21 minutes with the machine's start),
+# then selfspec as time is left; the other parts when their inputs change (results:
+# benchmarks/h200-2026-11-29c to -29f).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -53,7 +58,8 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in world engine drafters ablations depth base base-drafters train selfspec timing; do
+  for part in world engine drafters ablations depth base base-drafters base-eval train selfspec \
+      timing; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -110,6 +116,8 @@ if [ -n "$micro" ]; then
   DEPTH_MIN=0.05
   BASE1=(--micro)
   BASE2=(--micro)
+  SWEEP=(--size micro --max-files 40)
+  PAIRED=("${ACC[@]}")
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
@@ -128,6 +136,8 @@ else
   DEPTH_MIN=4.5  # 2026-11-29e: data 127 s, training 4.5 min, acceptance: 591 s with a bench
   BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
   BASE2=(--size base --budget-minutes 10.5)
+  SWEEP=(--size base --max-minutes 2.2)  # three in parallel: ~150 s
+  PAIRED=(num_prompts=256)  # tau_se ~0.1 expected; 64 prompts: 0.17-0.23 (CPU, zoo pair)
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
 fi
@@ -210,13 +220,32 @@ case $part in
     ;;
   base)
     [ -z "$micro" ] && mkdir -p $B && cp -rn experiments/zoo/tokenizer $B/
-    OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $B "${BASE1[@]}"
+    run tokenizer 120 python -m reference.toy.recipe --out $B --stage tokenizer "${BASE1[@]}"
+    for p in 0 0.1 0.2; do  # the target's dropout: 2026-11-29f's base overfit (val 2.37)
+      OMP_NUM_THREADS=4 run "target_d$p" 240 python -m reference.toy.train_target \
+        --tokenizer $B/tokenizer/tokenizer.json --out $B/sweep/d$p --dropout $p \
+        "${SWEEP[@]}" &
+    done
+    wait
+    python -c "import json, sys; print(min(sys.argv[1:], key=lambda p: json.load(open(
+      f'$B/sweep/d{p}/metrics.json'))['val_loss']))" 0 0.1 0.2 >$B/target_dropout
+    cp -r $B/sweep "$R/sweep" && rm -f "$R"/sweep/*/*.safetensors "$R"/sweep/*/tokenizer.json
+    OMP_NUM_THREADS=8 run recipe 400 python -m reference.toy.recipe --out $B \
+      --target-dropout "$(cat $B/target_dropout)" "${BASE1[@]}"
     cp $B/target/stage.json "$R/target_stage.json"
     ;;
   base-drafters)
     OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $B --parallel \
-      "${BASE2[@]}"
+      --target-dropout "$(cat $B/target_dropout)" "${BASE2[@]}"
     for s in data dflash-b16 dflash-b8 eval; do cp $B/$s/stage.json "$R/${s}_stage.json"; done
+    ;;
+  base-eval)
+    [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/. $A/  # the small pair
+    for pair in base toy; do
+      [ -f artifacts/$pair/dflash-b16/config.json ] && run "acc_$pair" 200 \
+        python -m experiments.acceptance artifacts=artifacts/$pair \
+        "hydra.run.dir=$R/acc_$pair" "${PAIRED[@]}"
+    done
     ;;
   selfspec)
     OMP_NUM_THREADS=8 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
@@ -232,7 +261,8 @@ case $part in
     run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
     ;;
   *)
-    echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters, train, selfspec, timing)" >&2
+    echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters," \
+      "base-eval, train, selfspec, timing)" >&2
     exit 2
     ;;
 esac

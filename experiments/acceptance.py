@@ -2,13 +2,14 @@
 
 For every corpus split, temperature, drafter and test-time block size, decodes the split's
 prompts with the toy target (reference engine, batched) plainly and speculatively, side by
-side, and reports tau (mean commit length), the commit-length histogram, the survival curve
-S(k) = P(commit_len >= k) with the conditional acceptance alpha_k = S(k+1) / S(k), the
-repetition rate of the outputs (degenerate loops inflate tau), how many requests equal plain
-decoding token for token (T = 0), the speedup in tokens/s over plain decoding in the same
-run and the draft time per round (both meaningful on the GPU only: block drafters are flat
-in B, chain drafters grow with it). Drafters are folders under `artifacts` (the recipe's
-dflash-b16 / dflash-b8, or ablations/<name> from reference/toy/ablations.py), loaded by
+side, and reports tau (mean commit length) with its standard error over requests, the
+commit-length histogram, the survival curve S(k) = P(commit_len >= k) with the conditional
+acceptance alpha_k = S(k+1) / S(k), the repetition rate of the outputs (degenerate loops
+inflate tau), how many requests equal plain decoding token for token (T = 0), the speedup
+in tokens/s over plain decoding in the same run and the draft time per round (both
+meaningful on the GPU only: block drafters are flat in B, chain drafters grow with it).
+Drafters are folders under `artifacts` (the recipe's dflash-b16 / dflash-b8, or
+ablations/<name> from reference/toy/ablations.py), loaded by
 `reference.toy.variants.load_variant`. Writes results.csv, curves.csv, results.md,
 survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -51,15 +53,31 @@ class AcceptanceConfig:
     plots: bool = True
 
 
+def tau_standard_error(accept_lengths: list[list[int]]) -> float:
+    """Standard error of tau = sum_i x_i / sum_i n_i over m requests (x_i tokens committed
+    in n_i rounds by request i): rounds of one request are not independent, so the request
+    is the unit, and tau a ratio estimator with variance
+    m / (m - 1) * sum_i (x_i - tau n_i)^2 / (sum_i n_i)^2. 0 with fewer than two requests.
+    Prompts cut from the same file correlate too, so this is a lower bound on the noise."""
+    reqs = [(sum(a), len(a)) for a in accept_lengths if a]
+    m, rounds = len(reqs), sum(n for _, n in reqs)
+    if m < 2:
+        return 0.0
+    tau = sum(x for x, _ in reqs) / rounds
+    return math.sqrt(m / (m - 1) * sum((x - tau * n) ** 2 for x, n in reqs)) / rounds
+
+
 def acceptance_curves(accept_lengths: list[list[int]], block_size: int) -> dict:
-    """tau, histogram (k = 1..B), survival S(k) and conditional alpha_k of commit lengths."""
+    """tau (with its standard error over requests), histogram (k = 1..B), survival S(k)
+    and conditional alpha_k of commit lengths."""
     commits = [c for per_request in accept_lengths for c in per_request]
     n = max(len(commits), 1)
     hist = [sum(c == k for c in commits) / n for k in range(1, block_size + 1)]
     survival = [sum(c >= k for c in commits) / n for k in range(1, block_size + 1)]
     alpha = [survival[k] / survival[k - 1] if survival[k - 1] > 0 else 0.0
              for k in range(1, block_size)]
-    return {"tau": sum(commits) / n, "rounds": len(commits), "hist": hist,
+    return {"tau": sum(commits) / n, "tau_se": tau_standard_error(accept_lengths),
+            "rounds": len(commits), "hist": hist,
             "survival": survival, "alpha": alpha}
 
 
@@ -122,7 +140,8 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
                     c = acceptance_curves(spec.accept_lengths, proposer.block_size)
                     key = {"drafter": name, "train_B": trained_block_size(root / name),
                            "test_B": proposer.block_size, "split": split, "T": temp}
-                    rows.append({**key, "tau": c["tau"], "rounds": c["rounds"],
+                    rows.append({**key, "tau": c["tau"], "tau_se": c["tau_se"],
+                                 "rounds": c["rounds"],
                                  "full_block": c["hist"][-1],
                                  "repetition": repetition_rate(spec.tokens),
                                  "equal_plain": sum(a == b for a, b in zip(spec.tokens,
@@ -166,8 +185,8 @@ EQUAL_PLAIN_NOTE = (
 
 
 def markdown_table(rows: list[dict]) -> str:
-    cols = ("drafter", "train_B", "test_B", "split", "T", "tau", "full_block", "repetition",
-            "equal_plain", "speedup", "draft_ms_per_round")
+    cols = ("drafter", "train_B", "test_B", "split", "T", "tau", "tau_se", "full_block",
+            "repetition", "equal_plain", "speedup", "draft_ms_per_round")
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:
         cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]

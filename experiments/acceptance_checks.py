@@ -26,6 +26,7 @@ run folder's results.md from its results.csv (after a change to these checks).
 from __future__ import annotations
 
 import csv
+import math
 import re
 import sys
 from pathlib import Path
@@ -47,9 +48,14 @@ def _own(rows: dict, name: str) -> dict | None:
     return own[0] if own else None
 
 
-def _tau(rows: dict, name: str) -> float | None:
-    own = _own(rows, name)
-    return own["tau"] if own else None
+def _noise(a: dict, b: dict) -> str:
+    """", difference d +- 2 SE" of two rows' tau when both standard errors are known,
+    combined as if independent. The rows share their prompts, which correlates them, so
+    this overstates the noise of the difference."""
+    if a.get("tau_se") is None or b.get("tau_se") is None:
+        return ""
+    two_se = 2 * math.hypot(a["tau_se"], b["tau_se"])
+    return f", difference {a['tau'] - b['tau']:+.2f} +- {two_se:.2f} at 2 SE"
 
 
 SETTING = re.compile(r"(?:-l(\d+))?(?:-b(\d+))?$")
@@ -81,11 +87,12 @@ def paper_checks(rows: list[dict]) -> list[tuple[str, str, bool]]:
              ("figure 5: decayed loss > flat loss", "full", "no-decay", 1.0))
     for suffix, label in _settings(g):
         for claim, a, b, ratio in pairs:
-            ta, tb = _tau(g, f"ablations/{a}{suffix}"), _tau(g, f"ablations/{b}{suffix}")
-            if ta is not None and tb is not None:
+            ra, rb = _own(g, f"ablations/{a}{suffix}"), _own(g, f"ablations/{b}{suffix}")
+            if ra is not None and rb is not None:
                 claim += f" ({label})" if label else ""
-                out.append((claim, f"tau {ta:.2f} vs {tb:.2f} (x{ta / tb:.2f})",
-                            ta > ratio * tb))
+                ta, tb = ra["tau"], rb["tau"]
+                out.append((claim, f"tau {ta:.2f} vs {tb:.2f} (x{ta / tb:.2f}"
+                            + _noise(ra, rb) + ")", ta > ratio * tb))
         a, b = _own(g, f"ablations/full{suffix}"), _own(g, f"ablations/fusion{suffix}")
         if a is not None and b is not None and "speedup" in a and "speedup" in b:
             out.append(("table 9: KV injection decodes faster than input fusion"
@@ -129,6 +136,8 @@ def rewrite(folder: Path) -> str:
     for r in rows:
         for key in ("tau", "T", "draft_ms_per_round", "speedup"):
             r[key] = float(r[key])
+        if "tau_se" in r:
+            r["tau_se"] = float(r["tau_se"])
         for key in ("train_B", "test_B"):
             r[key] = int(r[key])
     md = folder / "results.md"

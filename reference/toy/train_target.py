@@ -7,7 +7,9 @@ committed to the zoo) and `base` (~30M, trained on demand). bf16 autocast on the
 linear warmup then cosine decay, and early stopping: the train split (~9M tokens) is
 memorized within a few epochs (4000 steps of `small` reached train loss 0.13 at validation
 perplexity 81 on the H200), so validation loss is checked 20 times per run and the best
-weights are kept. The model is a `transformers.Qwen3ForCausalLM` saved with
+weights are kept. `--dropout P` adds residual and attention dropout while training (the
+30M `base` memorized the split by step ~525: validation loss 2.37 against small's 2.28 on
+the H200, 2026-11-29f). The model is a `transformers.Qwen3ForCausalLM` saved with
 `save_pretrained`, so both transformers and `reference.load_target` read it. Writes
 `metrics.json` (validation loss and perplexity, the validation curve, tokens seen, wall
 time) next to the weights.
@@ -40,6 +42,7 @@ class TargetSize:
     batch: int
     steps: int
     lr: float
+    dropout: float = 0.0
 
 
 SIZES = {
@@ -67,6 +70,19 @@ def qwen3_config(size: TargetSize, vocab_size: int, eot_id: int):
         bos_token_id=eot_id,
         eos_token_id=eot_id,
     )
+
+
+def add_dropout(model, p: float) -> None:
+    """Dropout on every residual branch (attention's o_proj, the MLP) and on the attention
+    probabilities, active in train mode only: the regularizer of a model larger than its
+    data. Hooks leave the architecture, and so the saved checkpoint, a plain Qwen3."""
+    if p <= 0:
+        return
+    for layer in model.model.layers:
+        layer.self_attn.attention_dropout = p
+        for branch in (layer.self_attn.o_proj, layer.mlp):
+            branch.register_forward_hook(
+                lambda mod, args, out: torch.nn.functional.dropout(out, p, mod.training))
 
 
 def lr_at(step: int, total: int, peak: float, warmup_frac: float = 0.04) -> float:
@@ -103,7 +119,8 @@ def evaluate(model, stream: torch.Tensor, seq_len: int, batch: int, max_batches:
 
 def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = None,
                  steps: int | None = None, max_files: int | None = None, seed: int = 0,
-                 device: str | None = None, max_minutes: float | None = None) -> dict:
+                 device: str | None = None, max_minutes: float | None = None,
+                 dropout: float | None = None) -> dict:
     """Train one target size; returns the metrics also written to `out/metrics.json`.
 
     max_minutes: the schedule runs on wall time when that ends before `steps` (a stage
@@ -128,6 +145,7 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
     torch.manual_seed(seed)
     cfg = qwen3_config(size, tok.get_vocab_size(), tok.token_to_id(EOT))
     model = Qwen3ForCausalLM(cfg).to(device)
+    add_dropout(model, size.dropout if dropout is None else dropout)
     opt = torch.optim.AdamW(model.parameters(), lr=size.lr, betas=(0.9, 0.95),
                             weight_decay=0.1, fused=device == "cuda")
     gen = torch.Generator().manual_seed(seed)
@@ -181,10 +199,11 @@ def main() -> None:
     ap.add_argument("--max-files", type=int, default=None, help="cap corpus files (tests)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-minutes", type=float, default=None, help="wall-time budget")
+    ap.add_argument("--dropout", type=float, default=None, help="override the size's dropout")
     args = ap.parse_args()
     metrics = train_target(args.size, args.out, tokenizer_path=args.tokenizer, steps=args.steps,
                            max_files=args.max_files, seed=args.seed,
-                           max_minutes=args.max_minutes)
+                           max_minutes=args.max_minutes, dropout=args.dropout)
     print(json.dumps(metrics))
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from experiments.acceptance import (
@@ -16,6 +17,7 @@ from experiments.acceptance import (
     markdown_table,
     repetition_rate,
     run,
+    tau_standard_error,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +30,30 @@ def test_curves_from_commit_lengths():
     assert c["survival"] == [1.0, 0.75, 0.5, 0.5]
     assert c["alpha"] == pytest.approx([0.75, 2 / 3, 1.0])
     assert sum(c["survival"]) == pytest.approx(c["tau"])  # tau = sum_k S(k)
+
+
+def test_tau_standard_error_analytic():
+    # tau = 8 / 4 = 2; residuals x_i - tau n_i = -2, +2; sqrt(2 / 1 * 8) / 4 = 1
+    assert tau_standard_error([[1, 1], [3, 3]]) == pytest.approx(1.0)
+    assert tau_standard_error([[2, 3], [3, 2], [1, 4]]) == 0.0  # every request at tau
+    assert tau_standard_error([[5, 1, 2]]) == 0.0 and tau_standard_error([]) == 0.0
+    assert acceptance_curves([[1, 1], [3, 3]], block_size=4)["tau_se"] == pytest.approx(1.0)
+
+
+def test_tau_standard_error_matches_the_spread_of_tau():
+    """Requests with their own acceptance rate and length: the estimated standard error
+    agrees with the spread of tau over 2,000 independent batches of 32 requests."""
+    rng = np.random.default_rng(0)
+
+    def batch():
+        alpha = rng.uniform(0.3, 0.9, size=32)
+        rounds = rng.integers(5, 60, size=32)
+        return [list(np.minimum(rng.geometric(1 - a, size=n), 16)) for a, n in zip(alpha, rounds)]
+
+    batches = [batch() for _ in range(2000)]
+    taus = [sum(map(sum, b)) / sum(map(len, b)) for b in batches]
+    se = np.mean([tau_standard_error(b) for b in batches])
+    assert se == pytest.approx(np.std(taus), rel=0.1)
 
 
 def test_repetition_rate():

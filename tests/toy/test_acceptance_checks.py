@@ -77,3 +77,10 @@ def test_rewrite_replaces_the_orderings_from_the_csv(tmp_path):
     assert "holds: table 9: KV injection > input fusion (tau 4.00 vs 3.00 (x1.33))" in text
     assert "DOES NOT HOLD: table 9: KV injection decodes faster than input fusion (speedup " \
         "1.50x vs 1.75x)" in text
+
+
+def test_tau_orderings_carry_their_noise_when_rows_have_standard_errors():
+    rows = [{**_row("ablations/full", 5.7), "tau_se": 0.3},
+            {**_row("ablations/fusion", 5.9), "tau_se": 0.4}]
+    (claim, nums, ok), = paper_checks(rows)
+    assert not ok and nums == "tau 5.70 vs 5.90 (x0.97, difference -0.20 +- 1.00 at 2 SE)"

@@ -10,6 +10,8 @@ stages from it on, and the zoo manifest pins every file by sha256.
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,9 +19,11 @@ import torch
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
 from reference.toy.gen_data import load_dataset, split_prompts
-from reference.toy.recipe import MICRO, STAGES, is_done, run_recipe
+from reference.toy.recipe import MICRO, STAGES, Recipe, is_done, run_recipe, stage_key
 from reference.toy.tokenizer import EOT, load_tokenizer
 from reference.toy.zoo import export_zoo, verify_zoo
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_stage_ran_and_the_drafter_losses_fell(micro):
@@ -73,6 +77,17 @@ def test_rerun_skips_and_a_change_invalidates_downstream(micro):
         run_recipe(out, changed, only="eval")
     assert run_recipe(out, changed, budget_minutes=1.0) == {}  # b8 (~1 min) does not fit
     assert not is_done(out, changed, "dflash-b8")
+
+
+def test_target_dropout_keys_the_target_only_when_set(micro):
+    """An unset target_dropout leaves every stage key as before (the zoo's stay valid); a
+    set one invalidates the target and everything after it, not the tokenizer."""
+    out, _ = micro
+    zoo = json.loads((ROOT / "experiments" / "zoo" / "manifest.json").read_text())["stages"]
+    for stage, record in zoo.items():
+        assert record["key"] == stage_key(Recipe(), stage), stage
+    dropped = dataclasses.replace(MICRO, target_dropout=0.1)
+    assert [is_done(out, dropped, s) for s in STAGES] == [True] + [False] * 5
 
 
 def test_zoo_manifest_pins_every_file(micro, tmp_path):

@@ -37,3 +37,26 @@ def test_micro_target_loss_falls_and_loads_in_transformers(micro):
     model = Qwen3ForCausalLM.from_pretrained(out / "target")
     assert model.config.hidden_size == m["config"]["hidden"]
     assert (out / "target" / "tokenizer.json").exists()
+
+
+def test_dropout_acts_in_training_only_and_keeps_the_checkpoint_plain():
+    """--dropout regularizes every residual branch while training; eval is deterministic
+    and the saved architecture is unchanged (no dropout modules, same state-dict keys)."""
+    import torch
+    from transformers import Qwen3ForCausalLM
+
+    from reference.toy.train_target import SIZES, add_dropout, qwen3_config
+
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(qwen3_config(SIZES["micro"], 64, 0))
+    keys = set(model.state_dict())
+    add_dropout(model, 0.5)
+    x = torch.randint(0, 64, (2, 12))
+    model.train()
+    assert not torch.equal(model(input_ids=x).logits, model(input_ids=x).logits)
+    model.eval()
+    assert torch.equal(model(input_ids=x).logits, model(input_ids=x).logits)
+    assert set(model.state_dict()) == keys
+    plain = Qwen3ForCausalLM(qwen3_config(SIZES["micro"], 64, 0))
+    plain.load_state_dict(model.state_dict())
+    assert torch.allclose(plain.eval()(input_ids=x).logits, model(input_ids=x).logits)
