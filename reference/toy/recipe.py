@@ -56,7 +56,7 @@ class Recipe:
     max_files: int | None = None
     target_steps: int | None = None
     target_minutes: float | None = 4.0
-    target_dropout: float | None = None  # None: the size's own (train_target.SIZES)
+    target_dropout: float | None = None  # None: no dropout, and no key change
     num_prompts: int = 60000
     prompt_len: tuple[int, int] = (64, 256)
     max_new: int = 256
@@ -233,7 +233,7 @@ def main() -> None:
                     help="start only stages that fit (e.g. 9 under a 10-minute limit)")
     ap.add_argument("--parallel", action="store_true", help="train the drafters at once")
     ap.add_argument("--target-dropout", type=float, default=None,
-                    help="the target's residual and attention dropout (default: the size's)")
+                    help="the target's residual and attention dropout (default: none)")
     args = ap.parse_args()
     recipe = replace(MICRO if args.micro else replace(Recipe(), size=args.size),
                      target_dropout=args.target_dropout)

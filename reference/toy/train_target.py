@@ -42,7 +42,6 @@ class TargetSize:
     batch: int
     steps: int
     lr: float
-    dropout: float = 0.0
 
 
 SIZES = {
@@ -103,7 +102,9 @@ def random_windows(stream: torch.Tensor, batch: int, seq_len: int, gen: torch.Ge
 
 @torch.no_grad()
 def evaluate(model, stream: torch.Tensor, seq_len: int, batch: int, max_batches: int) -> float:
-    """Mean next-token cross-entropy over non-overlapping windows of `stream`."""
+    """Mean next-token cross-entropy over non-overlapping windows of `stream`, in eval mode
+    (no dropout; the training loop switches back)."""
+    model.eval()
     n = (stream.numel() - 1) // seq_len
     windows = stream[: n * seq_len + 1]
     losses = []
@@ -120,7 +121,7 @@ def evaluate(model, stream: torch.Tensor, seq_len: int, batch: int, max_batches:
 def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = None,
                  steps: int | None = None, max_files: int | None = None, seed: int = 0,
                  device: str | None = None, max_minutes: float | None = None,
-                 dropout: float | None = None) -> dict:
+                 dropout: float = 0.0) -> dict:
     """Train one target size; returns the metrics also written to `out/metrics.json`.
 
     max_minutes: the schedule runs on wall time when that ends before `steps` (a stage
@@ -145,7 +146,7 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
     torch.manual_seed(seed)
     cfg = qwen3_config(size, tok.get_vocab_size(), tok.token_to_id(EOT))
     model = Qwen3ForCausalLM(cfg).to(device)
-    add_dropout(model, size.dropout if dropout is None else dropout)
+    add_dropout(model, dropout)
     opt = torch.optim.AdamW(model.parameters(), lr=size.lr, betas=(0.9, 0.95),
                             weight_decay=0.1, fused=device == "cuda")
     gen = torch.Generator().manual_seed(seed)
@@ -184,6 +185,7 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
         "val_loss": val_loss, "val_ppl": math.exp(val_loss), "wall_s": time.time() - t0,
         "best_step": best[1], "val_curve": val_curve,
         "seed": seed, "mask_token_id": tok.token_to_id(MASK), "config": asdict(size),
+        "dropout": dropout,
     }
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -199,7 +201,8 @@ def main() -> None:
     ap.add_argument("--max-files", type=int, default=None, help="cap corpus files (tests)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-minutes", type=float, default=None, help="wall-time budget")
-    ap.add_argument("--dropout", type=float, default=None, help="override the size's dropout")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="residual and attention dropout while training")
     args = ap.parse_args()
     metrics = train_target(args.size, args.out, tokenizer_path=args.tokenizer, steps=args.steps,
                            max_files=args.max_files, seed=args.seed,

@@ -45,7 +45,7 @@ def test_dropout_acts_in_training_only_and_keeps_the_checkpoint_plain():
     import torch
     from transformers import Qwen3ForCausalLM
 
-    from reference.toy.train_target import SIZES, add_dropout, qwen3_config
+    from reference.toy.train_target import SIZES, add_dropout, evaluate, qwen3_config
 
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(qwen3_config(SIZES["micro"], 64, 0))
@@ -54,7 +54,9 @@ def test_dropout_acts_in_training_only_and_keeps_the_checkpoint_plain():
     x = torch.randint(0, 64, (2, 12))
     model.train()
     assert not torch.equal(model(input_ids=x).logits, model(input_ids=x).logits)
-    model.eval()
+    stream = torch.randint(0, 64, (200,))
+    assert evaluate(model, stream, 12, 4, 2) == evaluate(model.train(), stream, 12, 4, 2)
+    assert not model.training  # the validation checks of training run without dropout
     assert torch.equal(model(input_ids=x).logits, model(input_ids=x).logits)
     assert set(model.state_dict()) == keys
     plain = Qwen3ForCausalLM(qwen3_config(SIZES["micro"], 64, 0))
