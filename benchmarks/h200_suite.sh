@@ -36,8 +36,9 @@
 #                copied from the zoo (~7.5 min)
 #       base-drafters stage 2 on the same warm machine: both drafters in parallel (8 min)
 #                and the recipe's eval (64 prompts) (~9 min)
-#       base-eval the base and small (zoo) pairs side by side on the same 256 prompts per
-#                split, T = 0 and 1, with tau's standard error (~3 min; after base-drafters)
+#       base-eval the base and small (zoo) pairs on the same 256 prompts per split, T = 0
+#                and 1, and their paired difference (experiments/acceptance_compare.py)
+#                (~3 min; after base-drafters)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it ran out of GPU memory on 2026-11-29d) (~4 min; needs world)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
@@ -246,6 +247,8 @@ case $part in
         python -m experiments.acceptance artifacts=artifacts/$pair \
         "hydra.run.dir=$R/acc_$pair" "${PAIRED[@]}"
     done
+    run compare 60 python -m experiments.acceptance_compare "$R/acc_base" "$R/acc_toy" \
+      --out "$R/compare.md"
     ;;
   selfspec)
     OMP_NUM_THREADS=8 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \

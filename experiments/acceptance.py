@@ -10,8 +10,8 @@ in tokens/s over plain decoding in the same run and the draft time per round (bo
 meaningful on the GPU only: block drafters are flat in B, chain drafters grow with it).
 Drafters are folders under `artifacts` (the recipe's dflash-b16 / dflash-b8, or
 ablations/<name> from reference/toy/ablations.py), loaded by
-`reference.toy.variants.load_variant`. Writes results.csv, curves.csv, results.md,
-survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder.
+`reference.toy.variants.load_variant`. Writes results.csv, curves.csv, requests.csv,
+results.md, survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder.
 
 Hydra composes the config when it is installed; without it (the GPU machine) the same
 `key=value` and `study=NAME` overrides are applied by `config_without_hydra`.
@@ -53,18 +53,22 @@ class AcceptanceConfig:
     plots: bool = True
 
 
+def tau_residuals(requests: list[tuple[int, int]]) -> tuple[float, list[float]]:
+    """tau = sum_i x_i / sum_i n_i over requests (x_i tokens committed in n_i rounds by
+    request i) and each request's linearized residual e_i = (x_i - tau n_i) / sum_j n_j:
+    tau is a ratio estimator, and sum_i e_i^2 * m / (m - 1) estimates its variance."""
+    rounds = sum(n for _, n in requests)
+    tau = sum(x for x, _ in requests) / max(rounds, 1)
+    return tau, [(x - tau * n) / max(rounds, 1) for x, n in requests]
+
+
 def tau_standard_error(accept_lengths: list[list[int]]) -> float:
-    """Standard error of tau = sum_i x_i / sum_i n_i over m requests (x_i tokens committed
-    in n_i rounds by request i): rounds of one request are not independent, so the request
-    is the unit, and tau a ratio estimator with variance
-    m / (m - 1) * sum_i (x_i - tau n_i)^2 / (sum_i n_i)^2. 0 with fewer than two requests.
-    Prompts cut from the same file correlate too, so this is a lower bound on the noise."""
-    reqs = [(sum(a), len(a)) for a in accept_lengths if a]
-    m, rounds = len(reqs), sum(n for _, n in reqs)
-    if m < 2:
-        return 0.0
-    tau = sum(x for x, _ in reqs) / rounds
-    return math.sqrt(m / (m - 1) * sum((x - tau * n) ** 2 for x, n in reqs)) / rounds
+    """Standard error of tau with the request as the unit (rounds of one request are not
+    independent). 0 with fewer than two requests. Prompts cut from the same file correlate
+    too, so this is a lower bound on the noise."""
+    _, e = tau_residuals([(sum(a), len(a)) for a in accept_lengths if a])
+    m = len(e)
+    return math.sqrt(m / (m - 1) * sum(r * r for r in e)) if m > 1 else 0.0
 
 
 def acceptance_curves(accept_lengths: list[list[int]], block_size: int) -> dict:
@@ -94,8 +98,10 @@ def repetition_rate(outputs: list[list[int]], n: int = 4) -> float:
     return repeats / max(seen_total, 1)
 
 
-def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
-    """Rows of results.csv (one per split, T, drafter, test B) and of curves.csv."""
+def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
+    """Rows of results.csv (one per split, T, drafter, test B), of curves.csv and of
+    requests.csv (one per request of each: the prompt's length, rounds, tokens committed,
+    repetition; what experiments/acceptance_compare.py pairs between two runs)."""
     import torch
 
     from reference.generate import generate
@@ -110,7 +116,7 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     target = load_target(root / "target", device=device, dtype=dtype)
     tok = load_tokenizer(root / "tokenizer" / "tokenizer.json")
-    rows, curves, warmed = [], [], set()
+    rows, curves, requests, warmed = [], [], [], set()
     for split in cfg.splits:
         prompts = split_prompts(tok, split, cfg.num_prompts, tuple(cfg.prompt_len),
                                 cfg.seed + 1, cfg.max_files)
@@ -153,6 +159,11 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
                                  / max(plain.stats["tokens_per_s"], 1e-9),
                                  "draft_ms_per_round": 1e3 * spec.stats["draft_s"]
                                  / max(spec.stats["rounds"], 1)})
+                    requests += [{**key, "request": i, "prompt_len": len(p),
+                                  "rounds": len(a), "committed": sum(a),
+                                  "repetition": repetition_rate([t])}
+                                 for i, (p, a, t) in enumerate(zip(prompts, spec.accept_lengths,
+                                                                   spec.tokens))]
                     for k in range(1, proposer.block_size + 1):
                         curves.append({**key, "k": k, "hist": c["hist"][k - 1],
                                        "survival": c["survival"][k - 1],
@@ -160,7 +171,7 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict]]:
                                        else ""})
                     print(f"{name} B={proposer.block_size} {split} T={temp}: "
                           f"tau {c['tau']:.2f}", flush=True)
-    return rows, curves
+    return rows, curves, requests
 
 
 def trained_block_size(drafter_dir: Path) -> int:
@@ -235,9 +246,10 @@ def run(cfg: AcceptanceConfig, out: Path) -> list[dict]:
     from experiments.acceptance_checks import checks_markdown
 
     out.mkdir(parents=True, exist_ok=True)
-    rows, curves = measure(cfg)
+    rows, curves, requests = measure(cfg)
     write_csv(out / "results.csv", rows)
     write_csv(out / "curves.csv", curves)
+    write_csv(out / "requests.csv", requests)
     report = markdown_table(rows) + EQUAL_PLAIN_NOTE + checks_markdown(rows)
     (out / "results.md").write_text(report)
     (out / "config_resolved.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg)))

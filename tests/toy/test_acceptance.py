@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,20 @@ from experiments.acceptance import (
     run,
     tau_standard_error,
 )
+from experiments.acceptance_compare import compare, markdown, paired_difference
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _requests_csv(folder: Path, runs: list[tuple[int, int, int]]) -> Path:
+    """A run folder whose requests.csv holds (prompt_len, committed, rounds) per request."""
+    folder.mkdir()
+    with (folder / "requests.csv").open("w") as f:
+        f.write("drafter,train_B,test_B,split,T,request,prompt_len,rounds,committed,"
+                "repetition\n")
+        for i, (plen, x, n) in enumerate(runs):
+            f.write(f"dflash-b16,16,16,test,0.0,{i},{plen},{n},{x},0.5\n")
+    return folder
 
 
 def test_curves_from_commit_lengths():
@@ -56,6 +69,31 @@ def test_tau_standard_error_matches_the_spread_of_tau():
     assert se == pytest.approx(np.std(taus), rel=0.1)
 
 
+def test_paired_difference_analytic():
+    # tau_A = 8 / 4 = 2 with residuals -0.5, +0.5; tau_B = 1 with none: var = 2 * 0.5 = 1
+    assert paired_difference([(2, 2), (6, 2)], [(2, 2), (2, 2)]) == pytest.approx((2, 1, 1))
+    # B = A + one token on every round: a constant shift the pairing sees without noise
+    a = [(3, 2), (12, 4), (5, 5)]
+    b = [(x + n, n) for x, n in a]
+    tau_a, tau_b, se = paired_difference(a, b)
+    assert tau_b - tau_a == pytest.approx(1.0) and se == pytest.approx(0.0, abs=1e-12)
+    assert tau_standard_error([[1] * 2 + [2], [4] * 4, [1] * 5]) > 0.5  # each alone is noisy
+
+
+def test_compare_pairs_two_runs_and_refuses_other_prompts(tmp_path):
+    a = _requests_csv(tmp_path / "a", [(64, 8, 2), (80, 2, 2)])
+    b = _requests_csv(tmp_path / "b", [(64, 4, 2), (80, 2, 2)])
+    (row,) = compare(a, b)
+    assert (row["tau_A"], row["tau_B"], row["diff"]) == pytest.approx((2.5, 1.5, 1.0))
+    # residuals A: +-3/4, B: +-1/4; their differences +-1/2: se = sqrt(2 * 2 / 4) = 1
+    assert row["two_se"] == pytest.approx(2 * math.sqrt(2 * 2 * 0.5 ** 2))
+    assert "| dflash-b16 | 16 | test | 0.0 | 2 | 2.500 | 1.500 | +1.000 |" in markdown(
+        [row], a, b)
+    c = _requests_csv(tmp_path / "c", [(64, 8, 2), (99, 2, 2)])
+    with pytest.raises(SystemExit, match="other prompts"):
+        compare(a, c)
+
+
 def test_repetition_rate():
     assert repetition_rate([[1, 2, 3, 4, 5]], n=2) == 0.0
     assert repetition_rate([[7, 7, 7, 7, 7]], n=2) == pytest.approx(3 / 4)
@@ -79,6 +117,15 @@ def test_app_on_micro_artifacts(micro, tmp_path):
                  "config_resolved.yaml"):
         assert (tmp_path / name).is_file(), name
     assert markdown_table(rows).count("\n") == len(rows) + 2
+    requests = list(csv.DictReader((tmp_path / "requests.csv").open()))
+    assert len(requests) == len(rows) * 3
+    for r in rows:  # each row's tau is its requests' tokens over their rounds
+        mine = [q for q in requests if (q["drafter"], q["test_B"], q["T"]) ==
+                (r["drafter"], str(r["test_B"]), str(r["T"]))]
+        assert sum(int(q["committed"]) for q in mine) / sum(int(q["rounds"]) for q in mine) \
+            == pytest.approx(r["tau"])
+    same = compare(tmp_path, tmp_path)  # a run against itself: no difference, no noise
+    assert len(same) == len(rows) and all(c["diff"] == 0 and c["two_se"] == 0 for c in same)
 
 
 def test_hydra_entry_point(micro, tmp_path):

@@ -1,0 +1,102 @@
+"""`python -m experiments.acceptance_compare A B [--out F]`: two acceptance runs, paired.
+
+A and B are run folders of `python -m experiments.acceptance` on the same prompts (same
+split, num_prompts, prompt_len and seed), e.g. the base and the small pair (runbook part
+base-eval). For every (drafter, test B, split, T) measured in both, the table gives tau of
+each, the difference A - B and twice its paired standard error: request i committed x_i
+tokens in n_i rounds in each run, and with e_i the residuals of `tau_residuals`,
+var(tau_A - tau_B) = m / (m - 1) * sum_i (e_Ai - e_Bi)^2. The pairing removes what the
+prompts share (a prompt that loops is easy for both pairs), which the two runs'
+unpaired standard errors count twice. Also each run's mean output repetition. Prints the
+markdown table and writes it to --out when given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from pathlib import Path
+
+from experiments.acceptance import tau_residuals
+
+KEY = ("drafter", "test_B", "split", "T")
+
+
+def paired_difference(a: list[tuple[int, int]], b: list[tuple[int, int]]
+                      ) -> tuple[float, float, float]:
+    """(tau_A, tau_B, standard error of tau_A - tau_B) of the same m requests, given as
+    (tokens committed, rounds) per request in each run."""
+    if len(a) != len(b):
+        raise ValueError(f"runs differ in requests: {len(a)} vs {len(b)}")
+    tau_a, ea = tau_residuals(a)
+    tau_b, eb = tau_residuals(b)
+    m = len(a)
+    se = math.sqrt(m / (m - 1) * sum((x - y) ** 2 for x, y in zip(ea, eb))) if m > 1 else 0.0
+    return tau_a, tau_b, se
+
+
+def read_requests(folder: Path) -> dict[tuple, list[dict]]:
+    """requests.csv of a run folder grouped by KEY, each group in request order."""
+    path = folder / "requests.csv"
+    if not path.is_file():
+        raise SystemExit(f"acceptance_compare: {path} not found (runs before requests.csv "
+                         f"was written cannot be paired)")
+    groups: dict[tuple, list[dict]] = {}
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            groups.setdefault(tuple(r[k] for k in KEY), []).append(r)
+    return {k: sorted(v, key=lambda r: int(r["request"])) for k, v in groups.items()}
+
+
+def compare(a: Path, b: Path) -> list[dict]:
+    """One row per KEY measured in both runs, on requests whose prompt lengths agree."""
+    ra, rb = read_requests(a), read_requests(b)
+    rows = []
+    for key in sorted(set(ra) & set(rb)):
+        qa, qb = ra[key], rb[key]
+        if [q["prompt_len"] for q in qa] != [q["prompt_len"] for q in qb]:
+            raise SystemExit(f"acceptance_compare: {key} was measured on other prompts in "
+                             f"{a} and {b} (split, num_prompts, prompt_len and seed must match)")
+        tau_a, tau_b, se = paired_difference(
+            [(int(q["committed"]), int(q["rounds"])) for q in qa],
+            [(int(q["committed"]), int(q["rounds"])) for q in qb])
+        rows.append({**dict(zip(KEY, key)), "requests": len(qa), "tau_A": tau_a,
+                     "tau_B": tau_b, "diff": tau_a - tau_b, "two_se": 2 * se,
+                     "repetition_A": sum(float(q["repetition"]) for q in qa) / len(qa),
+                     "repetition_B": sum(float(q["repetition"]) for q in qb) / len(qb)})
+    return rows
+
+
+def verdict(row: dict) -> str:
+    if abs(row["diff"]) <= row["two_se"]:
+        return "within noise"
+    return "A higher" if row["diff"] > 0 else "B higher"
+
+
+def markdown(rows: list[dict], a: Path, b: Path) -> str:
+    lines = [f"A = {a}, B = {b}; A - B with twice its paired standard error\n",
+             "| drafter | test_B | split | T | requests | tau A | tau B | A - B | 2 SE | "
+             "repetition A / B | verdict |", "|" + " --- |" * 11]
+    for r in rows:
+        lines.append(f"| {r['drafter']} | {r['test_B']} | {r['split']} | {r['T']} | "
+                     f"{r['requests']} | {r['tau_A']:.3f} | {r['tau_B']:.3f} | "
+                     f"{r['diff']:+.3f} | {r['two_se']:.3f} | {r['repetition_A']:.2f} / "
+                     f"{r['repetition_B']:.2f} | {verdict(r)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("a", type=Path, help="run folder A (e.g. the base pair's)")
+    ap.add_argument("b", type=Path, help="run folder B (e.g. the small pair's)")
+    ap.add_argument("--out", type=Path, default=None, help="write the table here")
+    args = ap.parse_args()
+    report = markdown(compare(args.a, args.b), args.a, args.b)
+    if args.out is not None:
+        args.out.write_text(report)
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
