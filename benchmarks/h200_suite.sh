@@ -228,8 +228,9 @@ case $part in
         "${SWEEP[@]}" &
     done
     wait
-    python -c "import json, sys; print(min(sys.argv[1:], key=lambda p: json.load(open(
-      f'$B/sweep/d{p}/metrics.json'))['val_loss']))" 0 0.1 0.2 >$B/target_dropout
+    pick="import json, sys; ms = [json.load(open(f)) for f in sys.argv[1:]]"  # lowest val loss
+    pick+="; print(min(ms, key=lambda m: m['val_loss'], default={'dropout': 0.0})['dropout'])"
+    python -c "$pick" $(ls $B/sweep/d*/metrics.json 2>/dev/null) >$B/target_dropout
     cp -r $B/sweep "$R/sweep" && rm -f "$R"/sweep/*/*.safetensors "$R"/sweep/*/tokenizer.json
     OMP_NUM_THREADS=8 run recipe 400 python -m reference.toy.recipe --out $B \
       --target-dropout "$(cat $B/target_dropout)" "${BASE1[@]}"
