@@ -97,10 +97,7 @@ class _Engine:
                 r.done = True
 
     def _append(self, r: RequestState, new: list[int]) -> None:
-        """Host-side finish: cut after the first stop token or at max_new_tokens. A request
-        already finished ignores the step launched before its finish was read (lookahead)."""
-        if r.done:
-            return
+        """Host-side finish: cut after the first stop token or at max_new_tokens."""
         for tok in new:
             r.tokens.append(tok)
             if tok in self.stop or len(r.tokens) >= self.max_new:
@@ -167,12 +164,13 @@ class _Engine:
     def _read(self, live: list[RequestState], host: torch.Tensor | HostResult, clock: Clock,
               start: float) -> None:
         """Wait for one step's results (a device tensor, or its copy in flight to the host
-        with lookahead), append them, account its time."""
+        with lookahead), append them, account its time. A request already finished ignores
+        the step launched before its finish was read (lookahead)."""
         values = host.wait() if isinstance(host, HostResult) else host.tolist()
         for r, (n, *toks) in zip(live, values[: len(live)]):
             if not r.done:
                 r.commits.append(n)
-            self._append(r, toks[:n])
+                self._append(r, toks[:n])
         phases = clock.intervals()
         for name, dt in zip(PHASES, phases):
             self.times[name] += dt

@@ -124,9 +124,9 @@ def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig | None:
 
 def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
     """Time every candidate on x (M, K) and w (N, K); return the fastest (CUDA only)."""
-
     m, n, k = x.shape[0], w.shape[0], w.shape[1]
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
+    ws = l2_copies(w) if TUNE_GRAPH else [w]  # made once, shared by every timing
     want = x.float() @ w.float().t()
     times: dict[str, float] = {}
     best, best_us = default_config(m, n, k), float("inf")
@@ -137,7 +137,7 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
             if not err <= 1e-2 * float(want.abs().max()) + 1e-2:  # a miscompile is no winner
                 times[str(cfg)] = float("nan")
                 continue
-            us = _time(lambda v, c=cfg: gemv(x, v, config=c, out=y), w, rep_ms)
+            us = _time(lambda v, c=cfg: gemv(x, v, config=c, out=y), ws, rep_ms)
         except Exception as err:  # noqa: BLE001 - out of shared memory, compile error
             times[str(cfg)] = float("nan")
             warnings.warn(f"gemv config {cfg} failed on ({m}, {n}, {k}): {err}", stacklevel=2)
@@ -145,33 +145,38 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
         times[str(cfg)] = us
         if us < best_us:
             best, best_us = cfg, us
-    times["cublas"] = _time(lambda v: torch.matmul(x, v.t()), w, rep_ms)
+    times["cublas"] = _time(lambda v: torch.matmul(x, v.t()), ws, rep_ms)
     TUNE_LOG[key_of(m, n, k, w)] = times
     return best
 
 
-def _time(fn, w: torch.Tensor, rep_ms: int) -> float:
-    """Median microseconds of fn(w): `streamed` (TUNE_GRAPH), else do_bench."""
+def _time(fn, ws: list[torch.Tensor], rep_ms: int) -> float:
+    """Median microseconds of fn(w): `streamed` over ws (TUNE_GRAPH), else do_bench on
+    ws[0]."""
     import triton.testing
 
     if TUNE_GRAPH:
         try:
-            return streamed(fn, w).p50
+            return streamed(fn, ws).p50
         except Exception as err:  # noqa: BLE001 - a capture failure: time it the other way
             warnings.warn(f"gemv tuning in a CUDA graph failed ({err}); do_bench instead",
                           stacklevel=2)
-    return 1e3 * triton.testing.do_bench(lambda: fn(w), warmup=5, rep=rep_ms,
+    return 1e3 * triton.testing.do_bench(lambda: fn(ws[0]), warmup=5, rep=rep_ms,
                                          return_mode="median")
 
 
-def streamed(fn, w: torch.Tensor, calls: int = 24):
-    """`kernels.timing.Timing` (us) per call of fn(v) for copies v of w (at least 3x L2 in
-    all, so every call streams its W from HBM) cycled through `calls` calls captured in one
-    CUDA graph, as a decode step's graph runs them."""
+def l2_copies(w: torch.Tensor) -> list[torch.Tensor]:
+    """w and clones of it, at least 3x L2 and two tensors in all: cycled through, every call
+    streams its W from HBM."""
+    return [w] + [w.clone() for _ in range(max(1, -(-3 * L2_BYTES // w.nbytes) - 1))]
+
+
+def streamed(fn, ws: list[torch.Tensor], calls: int = 24):
+    """`kernels.timing.Timing` (us) per call of fn(v), v cycling through `ws` (`l2_copies`)
+    over `calls` calls captured in one CUDA graph, as a decode step's graph runs them."""
     from kernels.timing import graph_us
 
-    copies = [w] + [w.clone() for _ in range(max(1, -(-3 * L2_BYTES // w.nbytes) - 1))]
-    it = itertools.cycle(copies)
+    it = itertools.cycle(ws)
     return graph_us(lambda: fn(next(it)), calls=calls)
 
 

@@ -176,7 +176,6 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
                   f"{time.time() - t0:6.1f}s", flush=True)
         step += 1
     model.load_state_dict(best[2])  # early stopping: the small corpus is soon memorized
-    model.eval()
     val_loss = evaluate(model, val, size.seq_len, size.batch, max_batches=50)
     metrics = {
         "size": size_name, "params": sum(p.numel() for p in model.parameters()),
