@@ -29,23 +29,24 @@
 #                each in parallel) and their acceptance (~9.5 min; 2026-11-29e ran it at
 #                B = 16 for 4.5 minutes after an engine bench)
 #       base     the base pair (issue 4: a 30-60M target should carry more future information
-#                than the small one), stage 1: a sweep of the target's dropout (0, 0.1, 0.2,
-#                2.2 minutes each in parallel; without it the base target overfit the ~9M
-#                train tokens, val 2.37 against small's 2.28, 2026-11-29f), then the recipe's
-#                target at the best dropout and its data into artifacts/base, the tokenizer
-#                copied from the zoo (~7.5 min)
+#                than the small one), stage 1: the recipe's target stage at dropout 0, 0.1
+#                and 0.2, one after another (1500 steps, ~95 s each alone; 2026-11-29g's
+#                sweep of 2.2 minutes in parallel stopped at ~650 steps, too early for
+#                dropout to pay: 2.42 / 2.43 / 2.52), the lowest validation loss adopted as
+#                artifacts/base/target (its stage key is the recipe's), then its data, the
+#                tokenizer copied from the zoo (~8.5 min)
 #       base-drafters stage 2 on the same warm machine: both drafters in parallel (8 min)
 #                and the recipe's eval (64 prompts) (~9 min)
-#       base-eval the base and small (zoo) pairs on the same 256 prompts per split, T = 0
+#       base-eval the base and small (zoo) pairs on the same 1024 prompts per split, T = 0
 #                and 1, and their paired difference (experiments/acceptance_compare.py)
-#                (~3 min; after base-drafters)
+#                (~2.5 min; after base-drafters)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
-#                trainers it ran out of GPU memory on 2026-11-29d) (~4 min; needs world)
+#                trainers it ran out of GPU memory on 2026-11-29d); the toy data first when
+#                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
-# The next session: base, base-drafters, base-eval (~21 minutes with the machine's start),
-# then selfspec as time is left; the other parts when their inputs change (results:
-# benchmarks/h200-2026-11-29c to -29f).
+# The next session: base, base-drafters, base-eval (~21 minutes with the machine's start);
+# the other parts when their inputs change (results: benchmarks/h200-2026-11-29c to -29g).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -117,7 +118,6 @@ if [ -n "$micro" ]; then
   DEPTH_MIN=0.05
   BASE1=(--micro)
   BASE2=(--micro)
-  SWEEP=(--size micro --max-files 40)
   PAIRED=("${ACC[@]}")
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
@@ -137,8 +137,7 @@ else
   DEPTH_MIN=4.5  # 2026-11-29e: data 127 s, training 4.5 min, acceptance: 591 s with a bench
   BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
   BASE2=(--size base --budget-minutes 10.5)
-  SWEEP=(--size base --max-minutes 2.2)  # three in parallel: ~150 s
-  PAIRED=(num_prompts=256)  # tau_se ~0.1 expected; 64 prompts: 0.17-0.23 (CPU, zoo pair)
+  PAIRED=(num_prompts=1024)  # 2026-11-29g: 2 paired SE 0.12-0.18 at T = 0 (256: 0.25-0.38)
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
 fi
@@ -222,18 +221,20 @@ case $part in
   base)
     [ -z "$micro" ] && mkdir -p $B && cp -rn experiments/zoo/tokenizer $B/
     run tokenizer 120 python -m reference.toy.recipe --out $B --stage tokenizer "${BASE1[@]}"
-    for p in 0 0.1 0.2; do  # the target's dropout: 2026-11-29f's base overfit (val 2.37)
-      OMP_NUM_THREADS=4 run "target_d$p" 240 python -m reference.toy.train_target \
-        --tokenizer $B/tokenizer/tokenizer.json --out $B/sweep/d$p --dropout $p \
-        "${SWEEP[@]}" &
+    for p in 0 0.1 0.2; do  # the recipe's own target stage at each dropout, one at a time
+      mkdir -p $B/sweep/d$p && cp -r $B/tokenizer $B/sweep/d$p/  # (alone: 1500 steps, 92 s)
+      OMP_NUM_THREADS=8 run "target_d$p" 150 python -m reference.toy.recipe \
+        --out $B/sweep/d$p --stage target --target-dropout $p "${BASE1[@]}"
     done
-    wait
     pick="import json, sys; ms = [json.load(open(f)) for f in sys.argv[1:]]"  # lowest val loss
-    pick+="; print(min(ms, key=lambda m: m['val_loss'], default={'dropout': 0.0})['dropout'])"
-    python -c "$pick" $(ls $B/sweep/d*/metrics.json 2>/dev/null) >$B/target_dropout
-    cp -r $B/sweep "$R/sweep" && rm -f "$R"/sweep/*/*.safetensors "$R"/sweep/*/tokenizer.json
-    OMP_NUM_THREADS=8 run recipe 400 python -m reference.toy.recipe --out $B \
-      --target-dropout "$(cat $B/target_dropout)" "${BASE1[@]}"
+    pick+="; print(format(min(ms, key=lambda m: m['val_loss'], default={'dropout': 0})"
+    pick+="['dropout'], 'g'))"  # 0, 0.1, 0.2: the sweep's folder names
+    python -c "$pick" $(ls $B/sweep/d*/target/metrics.json 2>/dev/null) >$B/target_dropout
+    d=$(cat $B/target_dropout)
+    [ -f $B/sweep/d$d/target/stage.json ] && rm -rf $B/target && cp -r $B/sweep/d$d/target $B/
+    for p in 0 0.1 0.2; do cp $B/sweep/d$p/target/stage.json "$R/target_d${p}_stage.json"; done
+    OMP_NUM_THREADS=8 run recipe 330 python -m reference.toy.recipe --out $B \
+      --target-dropout "$d" "${BASE1[@]}"
     cp $B/target/stage.json "$R/target_stage.json"
     ;;
   base-drafters)
@@ -252,9 +253,13 @@ case $part in
       --out "$R/compare.md"
     ;;
   selfspec)
+    if [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ]; then  # the zoo's target's data
+      mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
+      OMP_NUM_THREADS=8 run data 240 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+    fi
     OMP_NUM_THREADS=8 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
       --out "$R/selfspec" "${SELFSPEC[@]}"
-    rm -f "$R"/selfspec/model/*.safetensors
+    rm -f "$R"/selfspec/model/*.safetensors "$R"/selfspec/model/tokenizer.json
     ;;
   timing)
     run calibrate 185 python -m workbench calibrate hardware=h200 --out "$R/calibration" \

@@ -20,9 +20,10 @@ cap, 7.5 minutes) steps: held-out tau 4.77 and 4.81 at T = 0 (at 32 sequences a 
 minutes: 2.59 and 3.12; a step costs its kernel count, not its batch, see
 reference/toy/step_cost.py). About 13 minutes in all, the drafters in a call of their own
 (`--stage` or `--budget-minutes`).
-`--size base` (29.4M target, 2026-11-29f): the target overfits the ~9M train tokens
-(validation loss 2.37 against small's 2.28) and the pair's held-out tau at T = 0 is 4.21 /
-4.27; `--target-dropout P` regularizes it (benchmarks/h200_suite.sh part base sweeps P).
+`--size base` (29.4M target, 2026-11-29f/g): the target overfits the ~9M train tokens
+(validation loss 2.39 against small's 2.28); on 1024 paired prompts its pair's tau is higher
+at T = 1 and tied with the small pair's on held-out test at T = 0. `--target-dropout P`
+regularizes it (benchmarks/h200_suite.sh part base sweeps P and adopts the best target).
 `--micro` is the CPU scale the tests run.
 """
 
