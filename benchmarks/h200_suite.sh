@@ -137,7 +137,8 @@ else
   DEPTH_MIN=4.5  # 2026-11-29e: data 127 s, training 4.5 min, acceptance: 591 s with a bench
   BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
   BASE2=(--size base --budget-minutes 10.5)
-  PAIRED=(num_prompts=1024)  # 2026-11-29g: 2 paired SE 0.12-0.18 at T = 0 (256: 0.25-0.38)
+  PAIRED=(num_prompts=1024 batch_size=1024)  # 2 paired SE 0.12-0.18 at T = 0 (256 prompts:
+  # 0.25-0.38); one batch: 127 s for both pairs (29g), batch 64 would take ~10 min
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
 fi

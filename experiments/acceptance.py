@@ -8,6 +8,9 @@ acceptance alpha_k = S(k+1) / S(k), the repetition rate of the outputs (degenera
 inflate tau), how many requests equal plain decoding token for token (T = 0), the speedup
 in tokens/s over plain decoding in the same run and the draft time per round (both
 meaningful on the GPU only: block drafters are flat in B, chain drafters grow with it).
+Requests are decoded `batch_size` at a time (64 by default), so the speedup is at that
+batch whatever `num_prompts` is (a whole 1024-prompt split in one batch is the
+compute-bound regime: H200 2026-11-29g, 0.99x where batch 256 gave 1.50x).
 Drafters are folders under `artifacts` (the recipe's dflash-b16 / dflash-b8, or
 ablations/<name> from reference/toy/ablations.py), loaded by
 `reference.toy.variants.load_variant`. Writes results.csv, curves.csv, requests.csv,
@@ -45,6 +48,7 @@ class AcceptanceConfig:
     splits: list[str] = field(default_factory=lambda: ["validation", "test"])
     temperatures: list[float] = field(default_factory=lambda: [0.0, 1.0])
     num_prompts: int = 64
+    batch_size: int = 64
     prompt_len: list[int] = field(default_factory=lambda: [64, 256])
     max_new_tokens: int = 256
     max_files: int | None = None
@@ -98,13 +102,29 @@ def repetition_rate(outputs: list[list[int]], n: int = 4) -> float:
     return repeats / max(seen_total, 1)
 
 
+def decode_in_batches(target, prompts: list[list[int]], batch_size: int, **kw):
+    """`reference.generate.generate` over `prompts`, `batch_size` requests at a time: one
+    GenerateOutput whose stats hold the summed rounds, new tokens and times (`*_s`), and
+    tokens_per_s over the summed decode time."""
+    from reference.generate import GenerateOutput, generate
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    parts = [generate(target, prompts[i:i + batch_size], **kw)
+             for i in range(0, len(prompts), batch_size)]
+    summed = [k for k in parts[0].stats if k in ("rounds", "new_tokens") or k.endswith("_s")]
+    stats = {k: sum(o.stats[k] for o in parts) for k in summed}
+    stats["tokens_per_s"] = (stats["new_tokens"] - len(prompts)) / max(stats["decode_s"], 1e-9)
+    return GenerateOutput([t for o in parts for t in o.tokens],
+                          [a for o in parts for a in o.accept_lengths], stats)
+
+
 def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
     """Rows of results.csv (one per split, T, drafter, test B), of curves.csv and of
     requests.csv (one per request of each: the prompt's length, rounds, tokens committed,
     repetition; what experiments/acceptance_compare.py pairs between two runs)."""
     import torch
 
-    from reference.generate import generate
     from reference.loaders import load_target
     from reference.toy.gen_data import split_prompts
     from reference.toy.tokenizer import EOT, load_tokenizer
@@ -128,8 +148,9 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
             # 15.8k tok/s at T = 0 against 60.6k at T = 1).
             short = {"max_new_tokens": 4} if ("plain", temp) in warmed else {}
             warmed.add(("plain", temp))
-            generate(target, prompts, **{**kw, **short})
-            plain = generate(target, prompts, **kw)
+            first = prompts[:cfg.batch_size]
+            decode_in_batches(target, first, cfg.batch_size, **{**kw, **short})
+            plain = decode_in_batches(target, prompts, cfg.batch_size, **kw)
             for name in cfg.drafters:
                 for block in cfg.block_sizes or [None]:
                     proposer = load_variant(root / name, target, block_size=block)
@@ -141,8 +162,10 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
                     kind = (type(proposer).__name__, proposer.block_size, temp)
                     short = {"max_new_tokens": 2 * proposer.block_size} if kind in warmed else {}
                     warmed.add(kind)
-                    generate(target, prompts, proposer=proposer, **{**kw, **short})
-                    spec = generate(target, prompts, proposer=proposer, **kw)
+                    decode_in_batches(target, first, cfg.batch_size, proposer=proposer,
+                                      **{**kw, **short})
+                    spec = decode_in_batches(target, prompts, cfg.batch_size,
+                                             proposer=proposer, **kw)
                     c = acceptance_curves(spec.accept_lengths, proposer.block_size)
                     key = {"drafter": name, "train_B": trained_block_size(root / name),
                            "test_B": proposer.block_size, "split": split, "T": temp}
@@ -153,6 +176,7 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
                                  "equal_plain": sum(a == b for a, b in zip(spec.tokens,
                                                                            plain.tokens)),
                                  "prompts": len(prompts), "device": device,
+                                 "batch": min(cfg.batch_size, len(prompts)),
                                  "tokens_per_s": spec.stats["tokens_per_s"],
                                  "ar_tokens_per_s": plain.stats["tokens_per_s"],
                                  "speedup": spec.stats["tokens_per_s"]

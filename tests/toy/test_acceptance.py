@@ -10,11 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from experiments.acceptance import (
     AcceptanceConfig,
     acceptance_curves,
     config_without_hydra,
+    decode_in_batches,
     markdown_table,
     repetition_rate,
     run,
@@ -103,11 +105,12 @@ def test_repetition_rate():
 def test_app_on_micro_artifacts(micro, tmp_path):
     out, _ = micro
     cfg = AcceptanceConfig(artifacts=str(out), block_sizes=[4, 16], splits=["test"],
-                           temperatures=[0.0, 1.0], num_prompts=3, prompt_len=[8, 24],
-                           max_new_tokens=16, max_files=40)
+                           temperatures=[0.0, 1.0], num_prompts=3, batch_size=2,
+                           prompt_len=[8, 24], max_new_tokens=16, max_files=40)
     rows = run(cfg, tmp_path)
     assert len(rows) == 2 * 2 * 2  # T x drafters x test B
     for r in rows:
+        assert r["batch"] == 2
         assert 1.0 <= r["tau"] <= r["test_B"]
         if r["T"] == 0.0:
             assert r["equal_plain"] == r["prompts"]
@@ -126,6 +129,32 @@ def test_app_on_micro_artifacts(micro, tmp_path):
             == pytest.approx(r["tau"])
     same = compare(tmp_path, tmp_path)  # a run against itself: no difference, no noise
     assert len(same) == len(rows) and all(c["diff"] == 0 and c["two_se"] == 0 for c in same)
+
+
+def test_decode_in_batches_is_generate_over_the_chunks(micro):
+    """Greedy tokens of 5 requests decoded 2 at a time equal one batch of 5 (fp32, CPU);
+    rounds, new tokens and times are the chunks' sums."""
+    from reference.generate import generate
+    from reference.loaders import load_target
+    from reference.toy.variants import load_variant
+
+    out, _ = micro
+    target = load_target(out / "target", device="cpu", dtype=torch.float32)
+    prompts = [[5 + i, 9, 17 + 2 * i, 4][: 2 + i % 3] for i in range(5)]
+    kw = dict(max_new_tokens=10, temperature=0.0)
+    for proposer in (None, load_variant(out / "dflash-b8", target)):
+        whole = generate(target, prompts, proposer=proposer, **kw)
+        chunks = [generate(target, prompts[i:i + 2], proposer=proposer, **kw)
+                  for i in (0, 2, 4)]
+        got = decode_in_batches(target, prompts, 2, proposer=proposer, **kw)
+        assert got.tokens == whole.tokens
+        assert got.accept_lengths == [a for c in chunks for a in c.accept_lengths]
+        assert got.stats["rounds"] == sum(c.stats["rounds"] for c in chunks)
+        assert got.stats["new_tokens"] == sum(len(t) for t in whole.tokens)
+        assert got.stats["tokens_per_s"] == pytest.approx(
+            (got.stats["new_tokens"] - 5) / got.stats["decode_s"])
+    with pytest.raises(ValueError, match="batch_size"):
+        decode_in_batches(target, prompts, 0, **kw)
 
 
 def test_hydra_entry_point(micro, tmp_path):
