@@ -15,25 +15,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 from pathlib import Path
 
-from experiments.acceptance import tau_residuals
+from experiments.acceptance_stats import paired_difference
 
 KEY = ("drafter", "test_B", "split", "T")
-
-
-def paired_difference(a: list[tuple[int, int]], b: list[tuple[int, int]]
-                      ) -> tuple[float, float, float]:
-    """(tau_A, tau_B, standard error of tau_A - tau_B) of the same m requests, given as
-    (tokens committed, rounds) per request in each run."""
-    if len(a) != len(b):
-        raise ValueError(f"runs differ in requests: {len(a)} vs {len(b)}")
-    tau_a, ea = tau_residuals(a)
-    tau_b, eb = tau_residuals(b)
-    m = len(a)
-    se = math.sqrt(m / (m - 1) * sum((x - y) ** 2 for x, y in zip(ea, eb))) if m > 1 else 0.0
-    return tau_a, tau_b, se
 
 
 def read_requests(folder: Path) -> dict[tuple, list[dict]]:

@@ -1,4 +1,5 @@
-"""experiments/acceptance.py: curve arithmetic, and the app on the micro recipe's artifacts."""
+"""experiments/acceptance.py, acceptance_stats.py and acceptance_compare.py: the statistics,
+and the app on the micro recipe's artifacts."""
 
 from __future__ import annotations
 
@@ -14,15 +15,18 @@ import torch
 
 from experiments.acceptance import (
     AcceptanceConfig,
-    acceptance_curves,
     config_without_hydra,
     decode_in_batches,
     markdown_table,
-    repetition_rate,
     run,
+)
+from experiments.acceptance_compare import compare, markdown
+from experiments.acceptance_stats import (
+    acceptance_curves,
+    paired_difference,
+    repetition_rate,
     tau_standard_error,
 )
-from experiments.acceptance_compare import compare, markdown, paired_difference
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,66 @@
+"""Statistics of acceptance runs: tau as a ratio estimator over requests, its standard
+error, the paired difference of two runs on the same prompts, the commit-length curves
+(histogram, survival S(k), conditional alpha_k) and the repetition rate of outputs.
+Used by experiments/acceptance.py and experiments/acceptance_compare.py."""
+
+from __future__ import annotations
+
+import math
+
+
+def tau_residuals(requests: list[tuple[int, int]]) -> tuple[float, list[float]]:
+    """tau = sum_i x_i / sum_i n_i over requests (x_i tokens committed in n_i rounds by
+    request i) and each request's linearized residual e_i = (x_i - tau n_i) / sum_j n_j:
+    tau is a ratio estimator, and sum_i e_i^2 * m / (m - 1) estimates its variance."""
+    rounds = sum(n for _, n in requests)
+    tau = sum(x for x, _ in requests) / max(rounds, 1)
+    return tau, [(x - tau * n) / max(rounds, 1) for x, n in requests]
+
+
+def tau_standard_error(accept_lengths: list[list[int]]) -> float:
+    """Standard error of tau with the request as the unit (rounds of one request are not
+    independent). 0 with fewer than two requests. Prompts cut from the same file correlate
+    too, so this is a lower bound on the noise."""
+    _, e = tau_residuals([(sum(a), len(a)) for a in accept_lengths if a])
+    m = len(e)
+    return math.sqrt(m / (m - 1) * sum(r * r for r in e)) if m > 1 else 0.0
+
+
+def acceptance_curves(accept_lengths: list[list[int]], block_size: int) -> dict:
+    """tau (with its standard error over requests), histogram (k = 1..B), survival S(k)
+    and conditional alpha_k of commit lengths."""
+    commits = [c for per_request in accept_lengths for c in per_request]
+    n = max(len(commits), 1)
+    hist = [sum(c == k for c in commits) / n for k in range(1, block_size + 1)]
+    survival = [sum(c >= k for c in commits) / n for k in range(1, block_size + 1)]
+    alpha = [survival[k] / survival[k - 1] if survival[k - 1] > 0 else 0.0
+             for k in range(1, block_size)]
+    return {"tau": sum(commits) / n, "tau_se": tau_standard_error(accept_lengths),
+            "rounds": len(commits), "hist": hist,
+            "survival": survival, "alpha": alpha}
+
+
+def repetition_rate(outputs: list[list[int]], n: int = 4) -> float:
+    """Fraction of the outputs' n-grams that already occurred earlier in the same output."""
+    seen_total = repeats = 0
+    for tokens in outputs:
+        seen = set()
+        for i in range(len(tokens) - n + 1):
+            gram = tuple(tokens[i : i + n])
+            repeats += gram in seen
+            seen.add(gram)
+            seen_total += 1
+    return repeats / max(seen_total, 1)
+
+
+def paired_difference(a: list[tuple[int, int]], b: list[tuple[int, int]]
+                      ) -> tuple[float, float, float]:
+    """(tau_A, tau_B, standard error of tau_A - tau_B) of the same m requests, given as
+    (tokens committed, rounds) per request in each run."""
+    if len(a) != len(b):
+        raise ValueError(f"runs differ in requests: {len(a)} vs {len(b)}")
+    tau_a, ea = tau_residuals(a)
+    tau_b, eb = tau_residuals(b)
+    m = len(a)
+    se = math.sqrt(m / (m - 1) * sum((x - y) ** 2 for x, y in zip(ea, eb))) if m > 1 else 0.0
+    return tau_a, tau_b, se
