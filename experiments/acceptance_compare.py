@@ -8,7 +8,8 @@ tokens in n_i rounds in each run, and with e_i the residuals of `tau_residuals`,
 var(tau_A - tau_B) = m / (m - 1) * sum_i (e_Ai - e_Bi)^2. The pairing removes what the
 prompts share (a prompt that loops is easy for both pairs), which the two runs'
 unpaired standard errors count twice. Also each run's mean output repetition. Prints the
-markdown table and writes it to --out when given.
+markdown table; with --out F writes it to F and a forest plot of the differences to F's
+.png sibling.
 """
 
 from __future__ import annotations
@@ -72,15 +73,39 @@ def markdown(rows: list[dict], a: Path, b: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(rows: list[dict], a: Path, b: Path, out: Path) -> None:
+    """A forest plot: A - B per row with its 2 SE bar, zero marked (a bar that crosses it
+    is within noise)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.4))
+    y = list(range(len(rows)))[::-1]
+    for r, yi in zip(rows, y):
+        color = "tab:gray" if verdict(r) == "within noise" else "tab:blue"
+        ax.errorbar(r["diff"], yi, xerr=r["two_se"], fmt="o", color=color, capsize=3)
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_yticks(y, [f"{r['drafter']} B={r['test_B']} {r['split']} T={r['T']}" for r in rows])
+    ax.set_xlabel(f"tau(A) - tau(B), ± 2 paired SE\nA = {a.name}, B = {b.name}")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("a", type=Path, help="run folder A (e.g. the base pair's)")
     ap.add_argument("b", type=Path, help="run folder B (e.g. the small pair's)")
-    ap.add_argument("--out", type=Path, default=None, help="write the table here")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="write the table here, and its forest plot next to it (.png)")
     args = ap.parse_args()
-    report = markdown(compare(args.a, args.b), args.a, args.b)
+    rows = compare(args.a, args.b)
+    report = markdown(rows, args.a, args.b)
     if args.out is not None:
         args.out.write_text(report)
+        plot(rows, args.a, args.b, args.out.with_suffix(".png"))
     print(report)
 
 

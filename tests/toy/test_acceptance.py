@@ -98,6 +98,12 @@ def test_compare_pairs_two_runs_and_refuses_other_prompts(tmp_path):
     c = _requests_csv(tmp_path / "c", [(64, 8, 2), (99, 2, 2)])
     with pytest.raises(SystemExit, match="other prompts"):
         compare(a, c)
+    res = subprocess.run([sys.executable, "-m", "experiments.acceptance_compare", str(a),
+                          str(b), "--out", str(tmp_path / "compare.md")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "| within noise |" in (tmp_path / "compare.md").read_text()
+    assert (tmp_path / "compare.png").stat().st_size > 1000
 
 
 def test_repetition_rate():
