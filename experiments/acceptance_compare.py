@@ -1,4 +1,5 @@
-"""`python -m experiments.acceptance_compare A B [--out F]`: two acceptance runs, paired.
+"""`python -m experiments.acceptance_compare A B [--out F] [--strata C ...]`: two acceptance
+runs, paired.
 
 A and B are run folders of `python -m experiments.acceptance` on the same prompts (same
 split, num_prompts, prompt_len and seed), e.g. the base and the small pair (runbook part
@@ -7,7 +8,9 @@ each, the difference A - B and twice its paired standard error: request i commit
 tokens in n_i rounds in each run, and with e_i the residuals of `tau_residuals`,
 var(tau_A - tau_B) = m / (m - 1) * sum_i (e_Ai - e_Bi)^2. The pairing removes what the
 prompts share (a prompt that loops is easy for both pairs), which the two runs'
-unpaired standard errors count twice. Also each run's mean output repetition. Prints the
+unpaired standard errors count twice. Also each run's mean output repetition, and with
+--strata the same per stratum of output repetition (loops are easy to draft, and two
+targets loop at different rates: H200 2026-11-29g). Prints the
 markdown table; with --out F writes it to F and a forest plot of the differences to F's
 .png sibling.
 """
@@ -36,22 +39,37 @@ def read_requests(folder: Path) -> dict[tuple, list[dict]]:
     return {k: sorted(v, key=lambda r: int(r["request"])) for k, v in groups.items()}
 
 
-def compare(a: Path, b: Path) -> list[dict]:
-    """One row per KEY measured in both runs, on requests whose prompt lengths agree."""
+def compare(a: Path, b: Path, strata: tuple[float, ...] = ()) -> list[dict]:
+    """One row per KEY measured in both runs, on requests whose prompt lengths agree
+    (stratum "all"). With `strata` (cut points in (0, 1)), also one row per stratum of the
+    requests' output repetition, the larger of the two runs' (stratum "[lo, hi)"):
+    exploratory, since repetition is an outcome of each pair's target."""
     ra, rb = read_requests(a), read_requests(b)
+    edges = [0.0, *strata, float("inf")]
     rows = []
     for key in sorted(set(ra) & set(rb)):
         qa, qb = ra[key], rb[key]
         if [q["prompt_len"] for q in qa] != [q["prompt_len"] for q in qb]:
             raise SystemExit(f"acceptance_compare: {key} was measured on other prompts in "
                              f"{a} and {b} (split, num_prompts, prompt_len and seed must match)")
-        tau_a, tau_b, se = paired_difference(
-            [(int(q["committed"]), int(q["rounds"])) for q in qa],
-            [(int(q["committed"]), int(q["rounds"])) for q in qb])
-        rows.append({**dict(zip(KEY, key)), "requests": len(qa), "tau_A": tau_a,
-                     "tau_B": tau_b, "diff": tau_a - tau_b, "two_se": 2 * se,
-                     "repetition_A": sum(float(q["repetition"]) for q in qa) / len(qa),
-                     "repetition_B": sum(float(q["repetition"]) for q in qb) / len(qb)})
+        rep = [max(float(x["repetition"]), float(y["repetition"])) for x, y in zip(qa, qb)]
+        groups = {"all": range(len(qa))}
+        for lo, hi in zip(edges[:-1], edges[1:]) if strata else ():
+            label = f"[{lo:g}, {hi:g})" if hi < 1 else f"[{lo:g}, 1]"
+            groups[label] = [i for i, r in enumerate(rep) if lo <= r < hi]
+        for stratum, idx in groups.items():
+            if len(idx) < 2:
+                continue
+            tau_a, tau_b, se = paired_difference(
+                [(int(qa[i]["committed"]), int(qa[i]["rounds"])) for i in idx],
+                [(int(qb[i]["committed"]), int(qb[i]["rounds"])) for i in idx])
+            rows.append({**dict(zip(KEY, key)), "stratum": stratum, "requests": len(idx),
+                         "tau_A": tau_a, "tau_B": tau_b, "diff": tau_a - tau_b,
+                         "two_se": 2 * se,
+                         "repetition_A": sum(float(qa[i]["repetition"]) for i in idx)
+                         / len(idx),
+                         "repetition_B": sum(float(qb[i]["repetition"]) for i in idx)
+                         / len(idx)})
     return rows
 
 
@@ -63,13 +81,13 @@ def verdict(row: dict) -> str:
 
 def markdown(rows: list[dict], a: Path, b: Path) -> str:
     lines = [f"A = {a}, B = {b}; A - B with twice its paired standard error\n",
-             "| drafter | test_B | split | T | requests | tau A | tau B | A - B | 2 SE | "
-             "repetition A / B | verdict |", "|" + " --- |" * 11]
+             "| drafter | test_B | split | T | repetition stratum | requests | tau A | tau B | "
+             "A - B | 2 SE | repetition A / B | verdict |", "|" + " --- |" * 12]
     for r in rows:
         lines.append(f"| {r['drafter']} | {r['test_B']} | {r['split']} | {r['T']} | "
-                     f"{r['requests']} | {r['tau_A']:.3f} | {r['tau_B']:.3f} | "
-                     f"{r['diff']:+.3f} | {r['two_se']:.3f} | {r['repetition_A']:.2f} / "
-                     f"{r['repetition_B']:.2f} | {verdict(r)} |")
+                     f"{r['stratum']} | {r['requests']} | {r['tau_A']:.3f} | "
+                     f"{r['tau_B']:.3f} | {r['diff']:+.3f} | {r['two_se']:.3f} | "
+                     f"{r['repetition_A']:.2f} / {r['repetition_B']:.2f} | {verdict(r)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -87,7 +105,8 @@ def plot(rows: list[dict], a: Path, b: Path, out: Path) -> None:
         color = "tab:gray" if verdict(r) == "within noise" else "tab:blue"
         ax.errorbar(r["diff"], yi, xerr=r["two_se"], fmt="o", color=color, capsize=3)
     ax.axvline(0.0, color="black", lw=0.8)
-    ax.set_yticks(y, [f"{r['drafter']} B={r['test_B']} {r['split']} T={r['T']}" for r in rows])
+    ax.set_yticks(y, [f"{r['drafter']} B={r['test_B']} {r['split']} T={r['T']}"
+                      + (f" rep {r['stratum']}" if r["stratum"] != "all" else "") for r in rows])
     ax.set_xlabel(f"tau(A) - tau(B), ± 2 paired SE\nA = {a.name}, B = {b.name}")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
@@ -100,8 +119,11 @@ def main() -> None:
     ap.add_argument("b", type=Path, help="run folder B (e.g. the small pair's)")
     ap.add_argument("--out", type=Path, default=None,
                     help="write the table here, and its forest plot next to it (.png)")
+    ap.add_argument("--strata", type=float, nargs="+", default=(),
+                    help="also per stratum of output repetition, cut at these values "
+                         "(e.g. 0.3 0.7)")
     args = ap.parse_args()
-    rows = compare(args.a, args.b)
+    rows = compare(args.a, args.b, tuple(args.strata))
     report = markdown(rows, args.a, args.b)
     if args.out is not None:
         args.out.write_text(report)

@@ -31,14 +31,16 @@ from experiments.acceptance_stats import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _requests_csv(folder: Path, runs: list[tuple[int, int, int]]) -> Path:
-    """A run folder whose requests.csv holds (prompt_len, committed, rounds) per request."""
+def _requests_csv(folder: Path, runs: list[tuple], repetition: float = 0.5) -> Path:
+    """A run folder whose requests.csv holds (prompt_len, committed, rounds[, repetition])
+    per request."""
     folder.mkdir()
     with (folder / "requests.csv").open("w") as f:
         f.write("drafter,train_B,test_B,split,T,request,prompt_len,rounds,committed,"
                 "repetition\n")
-        for i, (plen, x, n) in enumerate(runs):
-            f.write(f"dflash-b16,16,16,test,0.0,{i},{plen},{n},{x},0.5\n")
+        for i, (plen, x, n, *rep) in enumerate(runs):
+            f.write(f"dflash-b16,16,16,test,0.0,{i},{plen},{n},{x},"
+                    f"{rep[0] if rep else repetition}\n")
     return folder
 
 
@@ -93,7 +95,7 @@ def test_compare_pairs_two_runs_and_refuses_other_prompts(tmp_path):
     assert (row["tau_A"], row["tau_B"], row["diff"]) == pytest.approx((2.5, 1.5, 1.0))
     # residuals A: +-3/4, B: +-1/4; their differences +-1/2: se = sqrt(2 * 2 / 4) = 1
     assert row["two_se"] == pytest.approx(2 * math.sqrt(2 * 2 * 0.5 ** 2))
-    assert "| dflash-b16 | 16 | test | 0.0 | 2 | 2.500 | 1.500 | +1.000 |" in markdown(
+    assert "| dflash-b16 | 16 | test | 0.0 | all | 2 | 2.500 | 1.500 | +1.000 |" in markdown(
         [row], a, b)
     c = _requests_csv(tmp_path / "c", [(64, 8, 2), (99, 2, 2)])
     with pytest.raises(SystemExit, match="other prompts"):
@@ -104,6 +106,24 @@ def test_compare_pairs_two_runs_and_refuses_other_prompts(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert "| within noise |" in (tmp_path / "compare.md").read_text()
     assert (tmp_path / "compare.png").stat().st_size > 1000
+
+
+def test_compare_by_repetition_stratum(tmp_path):
+    """Requests split by the larger of the two outputs' repetition: each stratum is the
+    paired comparison of its own requests; a stratum of fewer than 2 is left out."""
+    a = _requests_csv(tmp_path / "a", [(9, 8, 2, 0.1), (9, 6, 2, 0.2), (9, 4, 2, 0.0),
+                                       (9, 9, 3, 0.9), (9, 3, 3, 0.8)])
+    b = _requests_csv(tmp_path / "b", [(9, 4, 2, 0.1), (9, 2, 2, 0.6), (9, 4, 2, 0.1),
+                                       (9, 3, 3, 0.5), (9, 6, 3, 0.9)])
+    rows = {r["stratum"]: r for r in compare(a, b, strata=(0.3, 0.7))}
+    assert set(rows) == {"all", "[0, 0.3)", "[0.7, 1]"}  # [0.3, 0.7) holds request 1 only
+    low = compare(a, b, strata=(0.5,))
+    by = {r["stratum"]: r for r in low}
+    assert by["[0, 0.5)"]["requests"] == 2 and by["[0.5, 1]"]["requests"] == 3
+    assert (by["[0, 0.5)"]["tau_A"], by["[0, 0.5)"]["tau_B"]) == pytest.approx((3.0, 2.0))
+    assert (by["[0.5, 1]"]["tau_A"], by["[0.5, 1]"]["tau_B"]) == pytest.approx((18 / 8,
+                                                                               11 / 8))
+    assert by["all"] == compare(a, b)[0]
 
 
 def test_repetition_rate():
