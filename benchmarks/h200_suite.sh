@@ -252,6 +252,8 @@ case $part in
     done
     run compare 60 python -m experiments.acceptance_compare "$R/acc_base" "$R/acc_toy" \
       --out "$R/compare.md"
+    run compare_by_repetition 60 python -m experiments.acceptance_compare "$R/acc_base" \
+      "$R/acc_toy" --strata 0.3 0.7 --out "$R/compare_by_repetition.md"
     ;;
   selfspec)
     if [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ]; then  # the zoo's target's data
