@@ -29,12 +29,13 @@
 #                each in parallel) and their acceptance (~9.5 min; 2026-11-29e ran it at
 #                B = 16 for 4.5 minutes after an engine bench)
 #       base     the base pair (issue 4: a 30-60M target should carry more future information
-#                than the small one), stage 1: the recipe's target stage at dropout 0, 0.1
-#                and 0.2, one after another (1500 steps, ~95 s each alone; 2026-11-29g's
+#                than the small one), stage 1: the recipe's target stage at dropout 0.1, 0.2
+#                and 0.3, one after another (1500 steps, ~95 s each alone; 2026-11-29g's
 #                sweep of 2.2 minutes in parallel stopped at ~650 steps, too early for
-#                dropout to pay: 2.42 / 2.43 / 2.52), the lowest validation loss adopted as
-#                artifacts/base/target (its stage key is the recipe's), then its data, the
-#                tokenizer copied from the zoo (~8.5 min)
+#                dropout to pay: 2.42 / 2.43 / 2.52 at 0 / 0.1 / 0.2), the lowest validation
+#                loss (dropout 0: 29g's recipe target, 2.389) adopted as artifacts/base/target
+#                (its stage key is the recipe's), then its data, the tokenizer copied from
+#                the zoo (~8.5 min)
 #       base-drafters stage 2 on the same warm machine: both drafters in parallel (8 min)
 #                and the recipe's eval (64 prompts) (~9 min)
 #       base-eval the base and small (zoo) pairs on the same 1024 prompts per split, T = 0
@@ -118,6 +119,7 @@ if [ -n "$micro" ]; then
   DEPTH_MIN=0.05
   BASE1=(--micro)
   BASE2=(--micro)
+  BASE_D0=()
   PAIRED=("${ACC[@]}")
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
@@ -137,6 +139,7 @@ else
   DEPTH_MIN=4.5  # 2026-11-29e: data 127 s, training 4.5 min, acceptance: 591 s with a bench
   BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
   BASE2=(--size base --budget-minutes 10.5)
+  BASE_D0=(benchmarks/h200-2026-11-29g/base/target_stage.json)  # dropout 0: val 2.389
   PAIRED=(num_prompts=1024 batch_size=1024)  # 2 paired SE 0.12-0.18 at T = 0 (256 prompts:
   # 0.25-0.38); one batch: 127 s for both pairs (29g), batch 64 would take ~10 min
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
@@ -222,18 +225,21 @@ case $part in
   base)
     [ -z "$micro" ] && mkdir -p $B && cp -rn experiments/zoo/tokenizer $B/
     run tokenizer 120 python -m reference.toy.recipe --out $B --stage tokenizer "${BASE1[@]}"
-    for p in 0 0.1 0.2; do  # the recipe's own target stage at each dropout, one at a time
+    for p in 0.1 0.2 0.3; do  # the recipe's own target stage at each dropout, one at a time
       mkdir -p $B/sweep/d$p && cp -r $B/tokenizer $B/sweep/d$p/  # (alone: 1500 steps, 92 s)
       OMP_NUM_THREADS=8 run "target_d$p" 150 python -m reference.toy.recipe \
         --out $B/sweep/d$p --stage target --target-dropout $p "${BASE1[@]}"
+      cp $B/sweep/d$p/target/stage.json "$R/target_d${p}_stage.json" 2>/dev/null
     done
-    pick="import json, sys; ms = [json.load(open(f)) for f in sys.argv[1:]]"  # lowest val loss
+    # the lowest validation loss, dropout 0 included: its recipe target of 2026-11-29g (the
+    # same stage key, so the same weights); when it wins, the recipe below retrains it (95 s)
+    pick="import json, sys; ms = [json.load(open(f))['metrics'] for f in sys.argv[1:]]"
     pick+="; print(format(min(ms, key=lambda m: m['val_loss'], default={'dropout': 0})"
-    pick+="['dropout'], 'g'))"  # 0, 0.1, 0.2: the sweep's folder names
-    python -c "$pick" $(ls $B/sweep/d*/target/metrics.json 2>/dev/null) >$B/target_dropout
+    pick+="['dropout'], 'g'))"  # 0, 0.1, ...: the sweep's folder names
+    python -c "$pick" $(ls $B/sweep/d*/target/stage.json 2>/dev/null) "${BASE_D0[@]}" \
+      >$B/target_dropout
     d=$(cat $B/target_dropout)
     [ -f $B/sweep/d$d/target/stage.json ] && rm -rf $B/target && cp -r $B/sweep/d$d/target $B/
-    for p in 0 0.1 0.2; do cp $B/sweep/d$p/target/stage.json "$R/target_d${p}_stage.json"; done
     OMP_NUM_THREADS=8 run recipe 330 python -m reference.toy.recipe --out $B \
       --target-dropout "$d" "${BASE1[@]}"
     cp $B/target/stage.json "$R/target_stage.json"
