@@ -39,8 +39,9 @@
 #       base-drafters stage 2 on the same warm machine: both drafters in parallel (8 min)
 #                and the recipe's eval (64 prompts) (~9 min)
 #       base-eval the base and small (zoo) pairs on the same 1024 prompts per split, T = 0
-#                and 1, and their paired difference (experiments/acceptance_compare.py)
-#                (~2.5 min; after base-drafters)
+#                and 1, and their paired difference (experiments/acceptance_compare.py), also
+#                by repetition stratum; the base pair's block-size study (table 8)
+#                (~3 min; after base-drafters)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it ran out of GPU memory on 2026-11-29d); the toy data first when
 #                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
@@ -260,6 +261,8 @@ case $part in
       --out "$R/compare.md"
     run compare_by_repetition 60 python -m experiments.acceptance_compare "$R/acc_base" \
       "$R/acc_toy" --strata 0.3 0.7 --out "$R/compare_by_repetition.md"
+    run acc_base_block_size 150 python -m experiments.acceptance artifacts=$B \
+      study=block_size "hydra.run.dir=$R/acc_base_block_size" "${ACC[@]}"  # table 8 (34 s, 29f)
     ;;
   selfspec)
     if [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ]; then  # the zoo's target's data
