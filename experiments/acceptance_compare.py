@@ -29,6 +29,8 @@ KEY = ("drafter", "test_B", "split", "T")
 def read_requests(folder: Path) -> dict[tuple, list[dict]]:
     """requests.csv of a run folder grouped by KEY, each group in request order."""
     path = folder / "requests.csv"
+    if not folder.is_dir():
+        raise SystemExit(f"acceptance_compare: no run folder {folder}")
     if not path.is_file():
         raise SystemExit(f"acceptance_compare: {path} not found (runs before requests.csv "
                          f"was written cannot be paired)")

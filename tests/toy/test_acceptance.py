@@ -100,6 +100,8 @@ def test_compare_pairs_two_runs_and_refuses_other_prompts(tmp_path):
     c = _requests_csv(tmp_path / "c", [(64, 8, 2), (99, 2, 2)])
     with pytest.raises(SystemExit, match="other prompts"):
         compare(a, c)
+    with pytest.raises(SystemExit, match="no run folder"):
+        compare(a, tmp_path / "missing")
     res = subprocess.run([sys.executable, "-m", "experiments.acceptance_compare", str(a),
                           str(b), "--out", str(tmp_path / "compare.md")], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
