@@ -104,8 +104,7 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
             # 15.8k tok/s at T = 0 against 60.6k at T = 1).
             short = {"max_new_tokens": 4} if ("plain", temp) in warmed else {}
             warmed.add(("plain", temp))
-            first = prompts[:cfg.batch_size]
-            decode_in_batches(target, first, cfg.batch_size, **{**kw, **short})
+            decode_in_batches(target, prompts, cfg.batch_size, **{**kw, **short})
             plain = decode_in_batches(target, prompts, cfg.batch_size, **kw)
             for name in cfg.drafters:
                 for block in cfg.block_sizes or [None]:
@@ -118,7 +117,7 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
                     kind = (type(proposer).__name__, proposer.block_size, temp)
                     short = {"max_new_tokens": 2 * proposer.block_size} if kind in warmed else {}
                     warmed.add(kind)
-                    decode_in_batches(target, first, cfg.batch_size, proposer=proposer,
+                    decode_in_batches(target, prompts, cfg.batch_size, proposer=proposer,
                                       **{**kw, **short})
                     spec = decode_in_batches(target, prompts, cfg.batch_size,
                                              proposer=proposer, **kw)
