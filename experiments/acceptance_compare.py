@@ -60,7 +60,7 @@ def compare(a: Path, b: Path, strata: tuple[float, ...] = ()) -> list[dict]:
             label = f"[{lo:g}, {hi:g})" if hi < 1 else f"[{lo:g}, 1]"
             groups[label] = [i for i, r in enumerate(rep) if lo <= r < hi]
         for stratum, idx in groups.items():
-            if len(idx) < 2:
+            if len(idx) < 2 and stratum != "all":  # a stratum of one has no spread
                 continue
             tau_a, tau_b, se = paired_difference(
                 [(int(qa[i]["committed"]), int(qa[i]["rounds"])) for i in idx],
