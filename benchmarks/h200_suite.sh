@@ -155,12 +155,15 @@ run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
   echo "== $name rc $? ($(tail -n 1 "$R/$name.log" | cut -c1-160))"
 }
 
+toy_data() {  # toy_data NAME: artifacts/toy's data stage from the zoo's tokenizer and
+  # target (their stage keys are the recipe's, so it skips them; micro: makes its own)
+  [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
+  OMP_NUM_THREADS=8 run "$1" 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+}
+
 case $part in
   world)
-    if [ -z "$micro" ]; then  # the committed tokenizer and target: their stage keys match
-      mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
-    fi
-    OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+    toy_data recipe
     for c in 0 1; do  # a drafter's step eager vs compiled, alone (ablations picks one)
       WORKBENCH_TRAIN_COMPILE=$c WORKBENCH_TRAIN_PROFILE=$R/profiles run probe$c 180 \
         python -m reference.toy.train_dflash --target $A/target --out $A/probe$c \
@@ -182,8 +185,7 @@ case $part in
   ablations)
     minutes=$LONG_MIN
     if [ ! -f $A/data/train.safetensors ]; then  # a cold machine: world's data stage first
-      [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
-      OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+      toy_data recipe
       minutes=$LONG_COLD_MIN
     fi
     compile=  # the default (compiled on CUDA) unless world's probe says eager fits more
@@ -214,8 +216,7 @@ case $part in
     done
     ;;
   depth)
-    [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
-    OMP_NUM_THREADS=8 run recipe 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+    toy_data recipe
     WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=4 run ablations 340 \
       python -m reference.toy.ablations --out $A --parallel --minutes "$DEPTH_MIN" \
       --layers "$DEPTH" --block 8 --only full --only fusion "${LONG[@]}"
@@ -265,10 +266,7 @@ case $part in
       study=block_size "hydra.run.dir=$R/acc_base_block_size" "${ACC[@]}"  # table 8 (34 s, 29f)
     ;;
   selfspec)
-    if [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ]; then  # the zoo's target's data
-      mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
-      OMP_NUM_THREADS=8 run data 240 python -m reference.toy.recipe --out $A "${WORLD[@]}"
-    fi
+    [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ] && toy_data data
     OMP_NUM_THREADS=8 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
       --out "$R/selfspec" "${SELFSPEC[@]}"
     rm -f "$R"/selfspec/model/*.safetensors "$R"/selfspec/model/tokenizer.json
