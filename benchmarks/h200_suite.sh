@@ -28,14 +28,11 @@
 #                fusion drafters of 5 layers at B = 8 (--layers 5 --block 8, 4.5 minutes
 #                each in parallel) and their acceptance (~9.5 min; 2026-11-29e ran it at
 #                B = 16 for 4.5 minutes after an engine bench)
-#       base     the base pair (issue 4: a 30-60M target should carry more future information
-#                than the small one), stage 1: the recipe's target stage at dropout 0.1, 0.2
-#                and 0.3, one after another (1500 steps, ~95 s each alone; 2026-11-29g's
-#                sweep of 2.2 minutes in parallel stopped at ~650 steps, too early for
-#                dropout to pay: 2.42 / 2.43 / 2.52 at 0 / 0.1 / 0.2), the lowest validation
-#                loss (dropout 0: 29g's recipe target, 2.389) adopted as artifacts/base/target
-#                (its stage key is the recipe's), then its data, the tokenizer copied from
-#                the zoo (~8.5 min)
+#       base     the base pair (issue 4: a 30-60M target carries more future information than
+#                the small one), stage 1: the recipe's target (dropout 0.3, the default for
+#                base since 2026-11-29h's sweep, whose commands are in that run's README) and
+#                its data, the tokenizer copied from the zoo (~5 min; 2026-11-29h: target
+#                107 s, data 155 s)
 #       base-drafters stage 2 on the same warm machine: both drafters in parallel (8 min)
 #                and the recipe's eval (64 prompts) (~9 min)
 #       base-eval the base and small (zoo) pairs on the same 1024 prompts per split, T = 0
@@ -47,8 +44,7 @@
 #                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
-# The next session: base, base-drafters, base-eval (~21 minutes with the machine's start);
-# the other parts when their inputs change (results: benchmarks/h200-2026-11-29c to -29g).
+# Run a part when its inputs change (results: benchmarks/h200-2026-11-29c to -29h).
 # OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
 # (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
 # the runbook itself on a machine without a GPU.
@@ -120,7 +116,6 @@ if [ -n "$micro" ]; then
   DEPTH_MIN=0.05
   BASE1=(--micro)
   BASE2=(--micro)
-  BASE_D0=()
   PAIRED=("${ACC[@]}")
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
 else
@@ -140,7 +135,6 @@ else
   DEPTH_MIN=4.5  # 2026-11-29e: data 127 s, training 4.5 min, acceptance: 591 s with a bench
   BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
   BASE2=(--size base --budget-minutes 10.5)
-  BASE_D0=(benchmarks/h200-2026-11-29g/base/target_stage.json)  # dropout 0: val 2.389
   PAIRED=(num_prompts=1024 batch_size=1024)  # 2 paired SE 0.12-0.18 at T = 0 (256 prompts:
   # 0.25-0.38); one batch: 127 s for both pairs (29g), batch 64 would take ~10 min
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
@@ -226,29 +220,12 @@ case $part in
     ;;
   base)
     [ -z "$micro" ] && mkdir -p $B && cp -rn experiments/zoo/tokenizer $B/
-    run tokenizer 120 python -m reference.toy.recipe --out $B --stage tokenizer "${BASE1[@]}"
-    for p in 0.1 0.2 0.3; do  # the recipe's own target stage at each dropout, one at a time
-      mkdir -p $B/sweep/d$p && cp -r $B/tokenizer $B/sweep/d$p/  # (alone: 1500 steps, 92 s)
-      OMP_NUM_THREADS=8 run "target_d$p" 150 python -m reference.toy.recipe \
-        --out $B/sweep/d$p --stage target --target-dropout $p "${BASE1[@]}"
-      cp $B/sweep/d$p/target/stage.json "$R/target_d${p}_stage.json" 2>/dev/null
-    done
-    # the lowest validation loss, dropout 0 included: its recipe target of 2026-11-29g (the
-    # same stage key, so the same weights); when it wins, the recipe below retrains it (95 s)
-    pick="import json, sys; ms = [json.load(open(f))['metrics'] for f in sys.argv[1:]]"
-    pick+="; print(format(min(ms, key=lambda m: m['val_loss'], default={'dropout': 0})"
-    pick+="['dropout'], 'g'))"  # 0, 0.1, ...: the sweep's folder names
-    python -c "$pick" $(ls $B/sweep/d*/target/stage.json 2>/dev/null) "${BASE_D0[@]}" \
-      >$B/target_dropout
-    d=$(cat $B/target_dropout)
-    [ -f $B/sweep/d$d/target/stage.json ] && rm -rf $B/target && cp -r $B/sweep/d$d/target $B/
-    OMP_NUM_THREADS=8 run recipe 330 python -m reference.toy.recipe --out $B \
-      --target-dropout "$d" "${BASE1[@]}"
+    OMP_NUM_THREADS=8 run recipe 400 python -m reference.toy.recipe --out $B "${BASE1[@]}"
     cp $B/target/stage.json "$R/target_stage.json"
     ;;
   base-drafters)
     OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $B --parallel \
-      --target-dropout "$(cat $B/target_dropout)" "${BASE2[@]}"
+      "${BASE2[@]}"
     for s in data dflash-b16 dflash-b8 eval; do cp $B/$s/stage.json "$R/${s}_stage.json"; done
     ;;
   base-eval)

@@ -9,9 +9,11 @@ keys, whose values are identical in the first layer, scales with their count (15
 7 at B = 8). The probe tests it by adding log((B_train - 1) / (B_test - 1)) to every
 in-block mask key's attention logit, which gives the test block the training block's mask
 mass. If the accuracy comes back, the mask count explains the collapse; if not, the drafter
-has learned its position from the block's extent.
+has learned its position from the block's extent. Each drafter is also read at every
+test B in {4, 8, 16}, each position k: D/block_size_probe.png draws the curves.
 Data: the target's greedy continuations of --prompts training prompts (gen_data, seed 5),
-anchors as in training (random_anchors, seed 0). Writes D/block_size_probe.md and prints it.
+anchors as in training (random_anchors, seed 0). Writes D/block_size_probe.md (and prints
+it) and D/block_size_probe.png.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from reference.toy.gen_data import gen_data, load_dataset
 from reference.toy.objective import block_targets, position_weights, random_anchors
 from reference.toy.tokenizer import MASK, load_tokenizer
 
-POSITIONS = 4  # report k = 1..4
+POSITIONS = 7  # the table's k = 1..7 (the plot has every k)
+TEST_BLOCKS = (4, 8, 16)
 
 
 def biased_logits(drafter, target, data, block_size: int, mask_id: int,
@@ -69,6 +72,28 @@ def position_accuracy(*args, **kwargs) -> list[float]:
     return (right.sum((0, 1)) / counted.sum((0, 1)).clamp(min=1)).tolist()
 
 
+def plot(curves: dict[tuple[str, int], list[float]], out: Path) -> None:
+    """Accuracy against k, one panel per drafter, one line per test B."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(name for name, _ in curves))
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.6), sharey=True,
+                             squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for (drafter, test_b), acc in sorted(curves.items()):
+            if drafter == name:
+                ax.plot(range(1, len(acc) + 1), acc, marker="o", ms=3, label=f"test B = {test_b}")
+        ax.set(title=name, xlabel="block position k", ylim=(0, 1))
+        ax.legend(fontsize=8)
+    axes[0, 0].set_ylabel("top-1 accuracy (training forward)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--artifacts", type=Path, default=Path("experiments/zoo"))
@@ -85,16 +110,20 @@ def main() -> None:
     data = load_dataset(data_path)
     lines = ["| drafter | test B | mask-key bias | " + " | ".join(
         f"acc k={k}" for k in range(1, POSITIONS + 1)) + " |", "| --- " * (3 + POSITIONS) + "|"]
+    curves = {}
     for name, other in (("dflash-b16", 8), ("dflash-b8", 16)):
         drafter = load_dflash(args.artifacts / name, target).drafter
         trained = drafter.config.block_size
-        for test_b, bias in ((trained, 0.0), (other, 0.0),
-                             (other, math.log((trained - 1) / (other - 1)))):
+        runs = [(b, 0.0) for b in TEST_BLOCKS] + [(other, math.log((trained - 1) / (other - 1)))]
+        for test_b, bias in runs:
             acc = position_accuracy(drafter, target, data, test_b, tok.token_to_id(MASK), bias)
-            lines.append(f"| {name} | {test_b} | {bias:+.2f} | "
-                         + " | ".join(f"{a:.2f}" for a in acc[:POSITIONS]) + " |")
+            if not bias:
+                curves[name, test_b] = acc
+            cells = [f"{a:.2f}" for a in acc[:POSITIONS]] + [""] * (POSITIONS - len(acc))
+            lines.append(f"| {name} | {test_b} | {bias:+.2f} | " + " | ".join(cells) + " |")
     report = "\n".join(lines) + "\n"
     (args.out / "block_size_probe.md").write_text(report)
+    plot(curves, args.out / "block_size_probe.png")
     data_path.unlink()
     print(report)
 

@@ -1,18 +1,19 @@
 """experiments/block_size_probe.py on the micro recipe: the biased float mask is the boolean
-mask at zero bias, a bias moves the accuracies, and the module's mask is restored."""
+mask at zero bias, a bias moves the accuracies, the module's mask is restored, and the
+curves plot."""
 
 from __future__ import annotations
 
 import torch
 
-from experiments.block_size_probe import biased_logits, position_accuracy
+from experiments.block_size_probe import biased_logits, plot, position_accuracy
 from reference.loaders import load_dflash, load_target
 from reference.toy import dense_blocks
 from reference.toy.gen_data import load_dataset
 from reference.toy.tokenizer import MASK, load_tokenizer
 
 
-def test_mask_bias_probe(micro):
+def test_mask_bias_probe(micro, tmp_path):
     out, _ = micro
     target = load_target(out / "target", dtype=torch.float32)
     mask_id = load_tokenizer(out / "tokenizer" / "tokenizer.json").token_to_id(MASK)
@@ -29,3 +30,5 @@ def test_mask_bias_probe(micro):
     torch.testing.assert_close(tiny, plain_logits, rtol=1e-5, atol=1e-5)
     muted, _, _ = biased_logits(drafter, target, data, 8, mask_id, mask_bias=-60.0)
     assert (muted - plain_logits)[counted].abs().max() > 1e-3  # the masks are attended
+    plot({("dflash-b16", 8): acc, ("dflash-b16", 4): acc[:3]}, tmp_path / "probe.png")
+    assert (tmp_path / "probe.png").read_bytes()[:4] == b"\x89PNG"

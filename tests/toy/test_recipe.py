@@ -19,7 +19,7 @@ import torch
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
 from reference.toy.gen_data import load_dataset, split_prompts
-from reference.toy.recipe import MICRO, STAGES, Recipe, is_done, run_recipe, stage_key
+from reference.toy.recipe import MICRO, STAGES, Recipe, is_done, recipe_for, run_recipe, stage_key
 from reference.toy.tokenizer import EOT, load_tokenizer
 from reference.toy.zoo import export_zoo, verify_zoo
 
@@ -88,6 +88,19 @@ def test_target_dropout_keys_the_target_only_when_set(micro):
         assert record["key"] == stage_key(Recipe(), stage), stage
     dropped = dataclasses.replace(MICRO, target_dropout=0.1)
     assert [is_done(out, dropped, s) for s in STAGES] == [True] + [False] * 5
+
+
+def test_base_recipe_trains_the_measured_target():
+    """`--size base` defaults to the dropout that won 2026-11-29h's sweep: its target stage key
+    is the one of the committed run, so the same command reproduces that target; small keeps
+    the zoo's keys, and an explicit dropout wins over the default."""
+    run = json.loads((ROOT / "benchmarks" / "h200-2026-11-29h" / "base" /
+                      "target_stage.json").read_text())
+    assert run["metrics"]["dropout"] == recipe_for("base").target_dropout == 0.3
+    assert stage_key(recipe_for("base"), "target") == run["key"]
+    assert recipe_for("small") == Recipe()
+    assert recipe_for("base", target_dropout=0.0).target_dropout == 0.0
+    assert recipe_for("base", micro=True) == MICRO
 
 
 def test_zoo_manifest_pins_every_file(micro, tmp_path):
