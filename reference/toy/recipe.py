@@ -246,8 +246,8 @@ def main() -> None:
                     help="start only stages that fit (e.g. 9 under a 10-minute limit)")
     ap.add_argument("--parallel", action="store_true", help="train the drafters at once")
     ap.add_argument("--target-dropout", type=float, default=None,
-                    help="the target's residual and attention dropout (default: 0.3 for base, "
-                         "none otherwise)")
+                    help=f"the target's residual and attention dropout (default by size: "
+                         f"{TARGET_DROPOUT}, else none)")
     args = ap.parse_args()
     recipe = recipe_for(args.size, args.micro, args.target_dropout)
     command = " ".join(["python -m reference.toy.recipe", *sys.argv[1:]])
