@@ -12,8 +12,8 @@ Requests are decoded `batch_size` at a time (64 by default), so the speedup is a
 batch whatever `num_prompts` is (a whole 1024-prompt split in one batch is the
 compute-bound regime: H200 2026-11-29g, 0.99x where batch 256 gave 1.50x).
 Drafters are folders under `artifacts` (the recipe's dflash-b16 / dflash-b8, or
-ablations/<name> from reference/toy/ablations.py), loaded by
-`reference.toy.variants.load_variant`. Writes results.csv, curves.csv, requests.csv,
+ablations/<name> from toy/ablations.py), loaded by
+`toy.variants.load_variant`. Writes results.csv, curves.csv, requests.csv,
 results.md, survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder.
 
 Hydra composes the config when it is installed; without it (the GPU machine) the same
@@ -82,9 +82,9 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
     import torch
 
     from reference.loaders import load_target
-    from reference.toy.gen_data import split_prompts
-    from reference.toy.tokenizer import EOT, load_tokenizer
-    from reference.toy.variants import load_variant
+    from toy.gen_data import split_prompts
+    from toy.tokenizer import EOT, load_tokenizer
+    from toy.variants import load_variant
 
     root = Path(cfg.artifacts)
     device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available()

@@ -63,7 +63,7 @@ SETTING = re.compile(r"(?:-l(\d+))?(?:-b(\d+))?$")
 
 def _settings(rows: dict) -> list[tuple[str, str]]:
     """(suffix, label) of every setting of ablation drafters in the rows: ("", "") for the
-    ablations' own, then "-l<N>", "-b<B>" or "-l<N>-b<B>" of `reference.toy.ablations
+    ablations' own, then "-l<N>", "-b<B>" or "-l<N>-b<B>" of `toy.ablations
     --layers N --block B` runs (folders ablations/<name><suffix>)."""
     found = {}
     for d, _ in rows:

@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 
 from reference.loaders import load_dflash, load_target
-from reference.toy import dense_blocks
-from reference.toy.draft_model import target_features
-from reference.toy.gen_data import gen_data, load_dataset
-from reference.toy.objective import block_targets, position_weights, random_anchors
-from reference.toy.tokenizer import MASK, load_tokenizer
+from toy import dense_blocks
+from toy.draft_model import target_features
+from toy.gen_data import gen_data, load_dataset
+from toy.objective import block_targets, position_weights, random_anchors
+from toy.tokenizer import MASK, load_tokenizer
 
 POSITIONS = 7  # the table's k = 1..7 (the plot has every k)
 TEST_BLOCKS = (4, 8, 16)

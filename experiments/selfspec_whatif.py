@@ -15,7 +15,7 @@ papers' reported figures (shared/research/dspark-idlm-nemotron.md 2.7, 3.7, and 
   running, 8 up to 32, then 4) and a fixed B = 4.
 
 `--toy-metrics` adds the same sweep with the acceptance measured on the toy world
-(reference/toy/train_selfspec.py's metrics.json: ISD N=4 and LinearSpec B=8 acceptance).
+(toy/train_selfspec.py's metrics.json: ISD N=4 and LinearSpec B=8 acceptance).
 Writes results.csv, results.md and throughput.png into --out (default
 experiments/selfspec_whatif/).
 """

@@ -87,8 +87,8 @@ def _toy_prompts(toy: Path, args, vocab: int, n: int) -> list[list[int]]:
     tok_path = toy / "tokenizer" / "tokenizer.json"
     if not tok_path.exists():
         return _random_prompts(args, vocab, n)
-    from reference.toy.gen_data import split_prompts
-    from reference.toy.tokenizer import load_tokenizer
+    from toy.gen_data import split_prompts
+    from toy.tokenizer import load_tokenizer
 
     lo = max(1, args.prompt_len // 2)
     return split_prompts(load_tokenizer(tok_path), "test", n, (lo, args.prompt_len), args.seed)

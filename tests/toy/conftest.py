@@ -1,10 +1,10 @@
-"""One micro recipe run (reference/toy/recipe.py MICRO, CPU, ~25 s) shared by the toy tests."""
+"""One micro recipe run (toy/recipe.py MICRO, CPU, ~25 s) shared by the toy tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from reference.toy.recipe import MICRO, run_recipe
+from toy.recipe import MICRO, run_recipe
 
 
 @pytest.fixture(scope="session")

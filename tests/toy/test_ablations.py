@@ -1,4 +1,4 @@
-"""reference/toy/ablations.py on the micro recipe: each ablation trains once, resumes, loads."""
+"""toy/ablations.py on the micro recipe: each ablation trains once, resumes, loads."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import torch
 
 from experiments.acceptance import AcceptanceConfig, measure
 from reference.loaders import load_target
-from reference.toy import step_cost
-from reference.toy.ablations import ABLATIONS, ablation_config, run_ablations
-from reference.toy.eagle import EagleProposer
-from reference.toy.recipe import MICRO
-from reference.toy.variants import FusionProposer, load_variant, variant_of
+from toy import step_cost
+from toy.ablations import ABLATIONS, ablation_config, run_ablations
+from toy.eagle import EagleProposer
+from toy.recipe import MICRO
+from toy.variants import FusionProposer, load_variant, variant_of
 
 BASE = dataclasses.replace(MICRO.drafters[0], steps=3)
 

@@ -168,7 +168,7 @@ def test_decode_in_batches_is_generate_over_the_chunks(micro):
     rounds, new tokens and times are the chunks' sums."""
     from reference.generate import generate
     from reference.loaders import load_target
-    from reference.toy.variants import load_variant
+    from toy.variants import load_variant
 
     out, _ = micro
     target = load_target(out / "target", device="cpu", dtype=torch.float32)

@@ -29,7 +29,7 @@ def test_ablation_orderings_hold_and_fail_as_the_numbers_say():
 
 
 def test_other_depths_are_checked_against_their_own_depth():
-    """ablations/<name>-l<N>-b<B> (reference.toy.ablations --layers N --block B) pair only
+    """ablations/<name>-l<N>-b<B> (toy.ablations --layers N --block B) pair only
     with drafters of the same setting."""
     rows = [_row("ablations/full", 4.0), _row("ablations/fusion", 5.0),
             _row("ablations/full-l5", 6.0), _row("ablations/fusion-l5", 5.5),

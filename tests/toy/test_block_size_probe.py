@@ -8,9 +8,9 @@ import torch
 
 from experiments.block_size_probe import biased_logits, plot, position_accuracy
 from reference.loaders import load_dflash, load_target
-from reference.toy import dense_blocks
-from reference.toy.gen_data import load_dataset
-from reference.toy.tokenizer import MASK, load_tokenizer
+from toy import dense_blocks
+from toy.gen_data import load_dataset
+from toy.tokenizer import MASK, load_tokenizer
 
 
 def test_mask_bias_probe(micro, tmp_path):

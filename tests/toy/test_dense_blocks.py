@@ -1,7 +1,7 @@
 """The dense training forward equals the engine's paged block forward, variant by variant.
 
-reference/toy/dense_blocks.py computes every block of a sequence in one masked attention
-call; reference/toy/draft_model.py's `block_logits` runs each block as a paged engine
+toy/dense_blocks.py computes every block of a sequence in one masked attention
+call; toy/draft_model.py's `block_logits` runs each block as a paged engine
 request (itself checked against the inference draft in test_draft_model.py). On the tiny
 random target (fp32, CPU) their logits must agree on every valid block, and the dense mask
 must show each block exactly the context before its anchor and its own block.
@@ -15,19 +15,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reference.loaders import load_target
-from reference.toy.dense_blocks import block_mask, dense_block_logits
-from reference.toy.draft_model import (
+from tests.reference.conftest import write_target
+from tests.toy.test_draft_model import BLOCK, MASK_ID, _batch
+from toy.dense_blocks import block_mask, dense_block_logits
+from toy.draft_model import (
     TrainableDrafter,
     block_layout,
     block_logits,
     drafter_config_dict,
     target_features,
 )
-from reference.toy.eagle import dense_eagle_hidden
-from reference.toy.objective import random_anchors
-from reference.toy.variants import context_features
-from tests.reference.conftest import write_target
-from tests.toy.test_draft_model import BLOCK, MASK_ID, _batch
+from toy.eagle import dense_eagle_hidden
+from toy.objective import random_anchors
+from toy.variants import context_features
 from workbench.numerics import assert_close
 
 

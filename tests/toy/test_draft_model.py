@@ -15,16 +15,16 @@ from hypothesis import strategies as st
 
 from kernels.paged_attention.ref import visible_keys
 from reference.loaders import load_dflash, load_target
-from reference.toy.draft_model import (
+from tests.reference.conftest import TINY, write_target
+from tests.reference.test_dflash import dense_draft_logits
+from toy.draft_model import (
     TrainableDrafter,
     block_layout,
     block_logits,
     drafter_config_dict,
     target_features,
 )
-from reference.toy.objective import random_anchors
-from tests.reference.conftest import TINY, write_target
-from tests.reference.test_dflash import dense_draft_logits
+from toy.objective import random_anchors
 from workbench.numerics import assert_close
 
 MASK_ID, BLOCK, S = TINY["vocab_size"] - 1, 4, 20

@@ -11,10 +11,10 @@ import torch
 from reference.dspark import load_dspark
 from reference.generate import generate
 from reference.loaders import load_target
-from reference.toy import dspark_study
-from reference.toy.gen_data import load_dataset
-from reference.toy.tokenizer import MASK, load_tokenizer
-from reference.toy.train_dspark import DSparkTrainConfig, train_dspark
+from toy import dspark_study
+from toy.gen_data import load_dataset
+from toy.tokenizer import MASK, load_tokenizer
+from toy.train_dspark import DSparkTrainConfig, train_dspark
 
 
 def test_loss_falls_and_checkpoint_decodes(micro, tmp_path):

@@ -1,6 +1,6 @@
 """DSpark's dense training loss equals the paged computation it replaced.
 
-reference/toy/train_dspark.py used to run every block of gamma tokens as a paged engine
+toy/train_dspark.py used to run every block of gamma tokens as a paged engine
 request (context K/V injected by `kv_materialize_ref`, then the inference `dspark_hidden`
 over each block's request row). It now takes every slot of `dense_block_hidden`
 (all_columns=True). On the tiny random target (fp32, CPU) the two losses, their parts and
@@ -17,16 +17,16 @@ from reference.dflash import context_hidden
 from reference.dspark import dspark_hidden
 from reference.loaders import load_target
 from reference.model import ForwardBatch
-from reference.toy.draft_model import block_layout, drafter_config_dict
-from reference.toy.objective import block_targets, position_weights, random_anchors
-from reference.toy.train_dspark import (
+from tests.reference.conftest import TINY, write_target
+from toy.draft_model import block_layout, drafter_config_dict
+from toy.objective import block_targets, position_weights, random_anchors
+from toy.train_dspark import (
     DSparkTrainConfig,
     TrainableDSpark,
     dspark_loss,
     loss_terms,
     target_pass,
 )
-from tests.reference.conftest import TINY, write_target
 from workbench.numerics import assert_close
 
 MASK_ID, S = TINY["vocab_size"] - 1, 24

@@ -1,9 +1,9 @@
 """Every toy drafter drafts in the engine what its training forward predicts.
 
-For each variant of reference/toy/variants.py (and the EAGLE chain of reference/toy/eagle.py)
+For each variant of toy/variants.py (and the EAGLE chain of toy/eagle.py)
 `generate` decodes a small ragged batch on the tiny random target (fp32, CPU) and every
 round's candidates [anchor, d_1 .. d_{B-1}] (bs, B), as the verifier reads them, must lie in
-[0, V) and equal the argmax of the dense training forward (reference/toy/dense_blocks.py,
+[0, V) and equal the argmax of the dense training forward (toy/dense_blocks.py,
 `dense_eagle_hidden`) at that anchor, teacher-forced on the committed context followed by
 [anchor, d_1 .. d_{B-2}]: the engine's drafting and the training forward are one function.
 
@@ -27,13 +27,13 @@ from reference import engine, ops
 from reference.cuda_graphs import GraphCache
 from reference.generate import generate
 from reference.loaders import load_target
-from reference.toy.dense_blocks import dense_block_logits
-from reference.toy.draft_model import target_features
-from reference.toy.eagle import dense_eagle_hidden
-from reference.toy.variants import context_features, load_variant
 from tests.reference.conftest import write_target
 from tests.toy.test_dense_blocks import _model
 from tests.toy.test_draft_model import BLOCK, MASK_ID
+from toy.dense_blocks import dense_block_logits
+from toy.draft_model import target_features
+from toy.eagle import dense_eagle_hidden
+from toy.variants import context_features, load_variant
 
 
 class SharedPoolGraphs(GraphCache):

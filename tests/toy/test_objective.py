@@ -14,7 +14,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.toy.objective import (
+from toy.objective import (
     block_inputs,
     block_loss,
     block_targets,

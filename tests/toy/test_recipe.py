@@ -18,10 +18,10 @@ import torch
 
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
-from reference.toy.gen_data import load_dataset, split_prompts
-from reference.toy.recipe import MICRO, STAGES, Recipe, is_done, recipe_for, run_recipe, stage_key
-from reference.toy.tokenizer import EOT, load_tokenizer
-from reference.toy.zoo import export_zoo, verify_zoo
+from toy.gen_data import load_dataset, split_prompts
+from toy.recipe import MICRO, STAGES, Recipe, is_done, recipe_for, run_recipe, stage_key
+from toy.tokenizer import EOT, load_tokenizer
+from toy.zoo import export_zoo, verify_zoo
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from reference.toy.corpus import SPLITS, read_texts, source_files, split_of
-from reference.toy.tokenizer import EOT, MASK, encode_corpus, train_tokenizer
+from toy.corpus import SPLITS, read_texts, source_files, split_of
+from toy.tokenizer import EOT, MASK, encode_corpus, train_tokenizer
 
 
 def test_split_is_deterministic_and_disjoint():
@@ -45,7 +45,7 @@ def test_dropout_acts_in_training_only_and_keeps_the_checkpoint_plain():
     import torch
     from transformers import Qwen3ForCausalLM
 
-    from reference.toy.train_target import SIZES, add_dropout, evaluate, qwen3_config
+    from toy.train_target import SIZES, add_dropout, evaluate, qwen3_config
 
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(qwen3_config(SIZES["micro"], 64, 0))

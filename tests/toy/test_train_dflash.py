@@ -1,7 +1,7 @@
 """Drafter training on a tiny random target: what it learns is exactly what the engine accepts.
 
 The target's greedy continuations are the data; a drafter of every variant (the full method,
-the ablations of reference/toy/variants.py, the EAGLE baseline of eagle.py) trained a few
+the ablations of toy/variants.py, the EAGLE baseline of eagle.py) trained a few
 steps on them must (a) lower its loss, (b) leave generate lossless, and (c) have, at every
 engine round whose block lies inside the data, the commit length that its training forward
 predicts teacher-forced at that anchor (leading drafts equal to the same-position labels,
@@ -17,11 +17,11 @@ import torch
 
 from reference.generate import generate
 from reference.loaders import load_target
-from reference.toy.draft_model import block_layout, block_logits, target_features
-from reference.toy.gen_data import continue_prompts, load_dataset, save_dataset
-from reference.toy.train_dflash import DFlashTrainConfig, train_dflash
-from reference.toy.variants import VARIANTS, context_features, load_variant
 from tests.reference.conftest import TINY, write_target
+from toy.draft_model import block_layout, block_logits, target_features
+from toy.gen_data import continue_prompts, load_dataset, save_dataset
+from toy.train_dflash import DFlashTrainConfig, train_dflash
+from toy.variants import VARIANTS, context_features, load_variant
 
 MASK_ID, BLOCK, NEW = TINY["vocab_size"] - 1, 4, 20
 CFG = DFlashTrainConfig(block_size=BLOCK, num_layers=1, num_anchors=8, batch=8, steps=30,
@@ -103,8 +103,8 @@ def test_ablation_flags_and_time_budget_train(world, tmp_path):
 
 def test_compiled_draft_loss_equals_eager(world, monkeypatch):
     """WORKBENCH_TRAIN_COMPILE's path: the same loss and gradients on one padded batch."""
-    from reference.toy import train_dflash as td
-    from reference.toy.draft_model import TrainableDrafter, drafter_config_dict
+    from toy import train_dflash as td
+    from toy.draft_model import TrainableDrafter, drafter_config_dict
 
     _, target, data, _ = world
     raw = drafter_config_dict(target.config, num_layers=1, block_size=BLOCK,
@@ -132,7 +132,7 @@ def test_compiled_draft_loss_equals_eager(world, monkeypatch):
 
 def test_training_compiles_on_cuda_unless_told(monkeypatch):
     """WORKBENCH_TRAIN_COMPILE unset: compiled on CUDA only; 0 / 1 decide on any device."""
-    from reference.toy import train_dflash as td
+    from toy import train_dflash as td
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
     for env, want in ((None, (False, True)), (False, (False, False)), (True, (True, True))):

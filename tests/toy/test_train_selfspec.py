@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from reference.toy.train_selfspec import ISD_MASKS, dense_forward, pack_row
+from toy.train_selfspec import ISD_MASKS, dense_forward, pack_row
 
 
 def test_dense_forward_matches_hf_causal():

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from reference.dflash import Drafter, context_hidden
 from reference.model import LayerWeights, Target, apply_rope, rms_norm
-from reference.toy.objective import block_inputs
+from toy.objective import block_inputs
 
 DENSE_VARIANTS = ("dflash", "no_features", "ar", "fusion")
 

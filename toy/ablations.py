@@ -1,9 +1,9 @@
 """The ablation drafters, trained on the recipe's data at equal steps, as resumable stages.
 
-    python -m reference.toy.ablations --out artifacts/toy [--budget-minutes 9] [--only NAME]
+    python -m toy.ablations --out artifacts/toy [--budget-minutes 9] [--only NAME]
         [--parallel]
 
-Needs a finished recipe (reference/toy/recipe.py) up to its data stage. Each ablation is a
+Needs a finished recipe (toy/recipe.py) up to its data stage. Each ablation is a
 B = 16 drafter differing from `full` in one respect: no loss decay, uniform blocks instead of
 random anchors (table 13), no target features (table 10), input fusion or DFlash-AR
 (table 9), or the EAGLE-style chain baseline (one layer). Each writes out/ablations/<name>/
@@ -13,7 +13,7 @@ stays under a machine's time limit; rerun it to continue. `--parallel` trains ev
 ablation at the same time, one process each (small drafters leave an H200 mostly idle).
 600 steps planned, 3 minutes each, 128 sequences a step (the recipe's drafters' batch: a
 step's time hardly depends on it). Sharing the GPU, a run's step time follows its kernel
-count (`python -m reference.toy.step_cost`: aten ops of one forward and backward, the same
+count (`python -m toy.step_cost`: aten ops of one forward and backward, the same
 at any shape): the block drafters (421-514 ops) reached 425-491 steps (H200, 2026-11-29c),
 the full EAGLE chain (B-1 = 15 sequential layer passes, 3577 ops then, 3001 now) 55. So
 the eagle run trains a 2-step chain (chain_depth 2: the context pass's step 0 and one step
@@ -41,8 +41,8 @@ import sys
 import time
 from pathlib import Path
 
-from reference.toy.recipe import Recipe, is_done, stage_key
-from reference.toy.train_dflash import DFlashTrainConfig
+from toy.recipe import Recipe, is_done, stage_key
+from toy.train_dflash import DFlashTrainConfig
 
 BASE = DFlashTrainConfig(block_size=16, batch=128, steps=600, max_minutes=3.0)
 LONG_STEPS = 6000  # the step cap of a --minutes run (the recipe's drafters')
@@ -81,7 +81,7 @@ def run_ablations(out: Path, recipe: Recipe, names=tuple(ABLATIONS), base=BASE,
     import torch
 
     from reference.loaders import load_target
-    from reference.toy import stages
+    from toy import stages
 
     if not is_done(out, recipe, "data"):
         raise RuntimeError(f"{out}: run the recipe up to its data stage first")
@@ -112,7 +112,7 @@ def run_ablations(out: Path, recipe: Recipe, names=tuple(ABLATIONS), base=BASE,
 
 
 def main() -> None:
-    from reference.toy.recipe import MICRO
+    from toy.recipe import MICRO
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="the recipe's output folder")
@@ -138,7 +138,7 @@ def main() -> None:
                   *(["--layers", str(args.layers)] if args.layers else []),
                   *(["--block", str(args.block)] if args.block else [])]
         names = args.only or sorted(ABLATIONS)
-        procs = [subprocess.Popen([sys.executable, "-m", "reference.toy.ablations", *shared,
+        procs = [subprocess.Popen([sys.executable, "-m", "toy.ablations", *shared,
                                    "--only", name]) for name in names]
         failed = [n for n, proc in zip(names, procs) if proc.wait() != 0]
         if failed:
@@ -154,7 +154,7 @@ def main() -> None:
         base, suffix = dataclasses.replace(base, num_layers=args.layers), f"-l{args.layers}"
     if args.block:
         base, suffix = dataclasses.replace(base, block_size=args.block), f"{suffix}-b{args.block}"
-    command = " ".join(["python -m reference.toy.ablations", *sys.argv[1:]])
+    command = " ".join(["python -m toy.ablations", *sys.argv[1:]])
     run_ablations(args.out, recipe, tuple(args.only or ABLATIONS), base, args.budget_minutes,
                   command, suffix)
 

@@ -1,10 +1,10 @@
 """The zoo: the recipe's small models copied out of artifacts/ with a manifest.
 
-    python -m reference.toy.zoo --artifacts artifacts/toy --zoo experiments/zoo
+    python -m toy.zoo --artifacts artifacts/toy --zoo experiments/zoo
 
 Copies the tokenizer, the target and the drafters of a finished recipe run (every file of
 those stage folders) into the zoo folder and writes `manifest.json`: per file its sha256 and
-size; per stage the command and seed that produced it, its key (reference/toy/recipe.py),
+size; per stage the command and seed that produced it, its key (toy/recipe.py),
 metrics and wall time. `verify_zoo` re-hashes the files against the manifest. The committed
 zoo lives in experiments/zoo/ (the recipe's `--zoo` writes the same); the issue caps it at
 25 MB.

@@ -11,9 +11,9 @@ teacher-forced tokens and the decayed loss of the DFlash objective. Stored like 
 drafter (config.json with dflash_config.variant = "eagle", one layer) plus `in_proj.weight`.
 
 Training cost (`dense_eagle_hidden`): the chain is sequential, each step one pass of the
-layer and its backward, ~195 aten ops (reference/toy/step_cost.py, fp32) against ~510
+layer and its backward, ~195 aten ops (toy/step_cost.py, fp32) against ~510
 for a whole two-layer DFlash step, and on a GPU shared by the parallel ablations step time
-follows that count (reference/toy/ablations.py). Step 0 is the context pass's own state at
+follows that count (toy/ablations.py). Step 0 is the context pass's own state at
 the anchor (same input, position and keys), so only steps 1..T-1 run in sequence; tokens,
 positions, mask and final norm are computed once. `chain_depth` (train_dflash's config)
 trains the first T < B-1 steps, as EAGLE-3 trains a few steps and drafts deeper; the
@@ -28,8 +28,8 @@ import torch
 from reference.dflash import DFlashProposer, Drafter, context_hidden
 from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
-from reference.toy.dense_blocks import dense_layer
-from reference.toy.variants import draft_stack
+from toy.dense_blocks import dense_layer
+from toy.variants import draft_stack
 
 
 def eagle_inputs(drafter: Drafter, in_proj: torch.Tensor, target: Target, ids: torch.Tensor,

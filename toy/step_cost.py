@@ -1,8 +1,8 @@
 """Cost of one drafter training step: aten ops and CPU time per variant at micro shapes, and
 a profile of real steps inside a training run.
 
-    python -m reference.toy.step_cost [--dtype bfloat16] [--depths 1,2,3,15] [--reps 20]
-    python -m reference.toy.step_cost --choose EAGER_RUN COMPILED_RUN --minutes 8
+    python -m toy.step_cost [--dtype bfloat16] [--depths 1,2,3,15] [--reps 20]
+    python -m toy.step_cost --choose EAGER_RUN COMPILED_RUN --minutes 8
 
 `StepProfile` (on when WORKBENCH_TRAIN_PROFILE names a folder) profiles steps 10-14 of
 every `train_dflash.fit` and writes the run's top ops by device (or CPU) time, the wall
@@ -11,12 +11,12 @@ host, the device or other processes sharing it. `--choose` reads two short probe
 `train_dflash` (eager and WORKBENCH_TRAIN_COMPILE=1) and prints 1 when the compiled one
 would fit more steps into --minutes (its compile time included), else 0.
 
-A random micro target (reference/toy/train_target.py SIZES["micro"], vocab 512) and one
+A random micro target (toy/train_target.py SIZES["micro"], vocab 512) and one
 batch like the micro recipe's (6 sequences of up to 64 tokens, 8 anchors, B = 16); each row
 is a fresh drafter's forward and backward (`train_dflash.step_loss`'s path, without the
 data loader and optimizer). ops counts the aten calls below autograd that are not views or
 reshapes, the kernels a GPU would launch; on a GPU shared by the parallel ablations the step
-time follows it (reference/toy/ablations.py). Run with OMP_NUM_THREADS=1 for steady times.
+time follows it (toy/ablations.py). Run with OMP_NUM_THREADS=1 for steady times.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from reference.loaders import load_target
 from reference.model import Target
-from reference.toy.dense_blocks import dense_block_hidden
-from reference.toy.draft_model import TrainableDrafter, drafter_config_dict, target_features
-from reference.toy.eagle import dense_eagle_hidden
-from reference.toy.objective import (
+from toy.dense_blocks import dense_block_hidden
+from toy.draft_model import TrainableDrafter, drafter_config_dict, target_features
+from toy.eagle import dense_eagle_hidden
+from toy.objective import (
     block_loss,
     block_targets,
     build_target_layer_ids,
@@ -47,7 +47,7 @@ from reference.toy.objective import (
     position_weights,
     random_anchors,
 )
-from reference.toy.train_target import SIZES, qwen3_config
+from toy.train_target import SIZES, qwen3_config
 
 VOCAB, BATCH, SEQ, ANCHORS, BLOCK = 512, 6, 64, 8, 16
 

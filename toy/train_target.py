@@ -1,6 +1,6 @@
 """Train the toy world's target: a Qwen3 decoder on the stdlib corpus, from scratch.
 
-    python -m reference.toy.train_target --size small --out artifacts/toy/small
+    python -m toy.train_target --size small --out artifacts/toy/small
 
 Sizes (one script): `micro` (a few CPU steps, for tests), `small` (~7M parameters, the one
 committed to the zoo) and `base` (~30M, trained on demand). bf16 autocast on the GPU, AdamW,
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-from reference.toy.corpus import read_texts
-from reference.toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer, train_tokenizer
+from toy.corpus import read_texts
+from toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer, train_tokenizer
 
 
 @dataclass(frozen=True)

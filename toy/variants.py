@@ -12,9 +12,9 @@
 - "ar" ("injection only", DFlash-AR, table 9): KV injection as the full method, but causal
   attention inside the block, teacher-forced next-token training ([x_p .. x_{p+B-1}] in,
   output k predicts x_{p+k+1}) and B-1 sequential one-token draft steps.
-- "eagle": the EAGLE-3-style autoregressive baseline of reference/toy/eagle.py.
+- "eagle": the EAGLE-3-style autoregressive baseline of toy/eagle.py.
 
-`load_variant(path, target)` returns the right proposer; reference/toy/draft_model.py's
+`load_variant(path, target)` returns the right proposer; toy/draft_model.py's
 `block_logits` runs each variant's training forward.
 """
 
@@ -134,13 +134,13 @@ def variant_of(path: Path) -> str:
 
 def load_variant(path, target: Target, *, block_size: int | None = None) -> Proposer:
     """`load_dflash`, then the variant's proposer class around the same drafter (the EAGLE
-    baseline of reference/toy/eagle.py also reads its `in_proj.weight`)."""
+    baseline of toy/eagle.py also reads its `in_proj.weight`)."""
     proposer = load_dflash(path, target, block_size=block_size)
     variant = variant_of(path)
     if variant == "dflash":
         return proposer
     if variant == "eagle":
-        from reference.toy.eagle import EagleProposer
+        from toy.eagle import EagleProposer
 
         in_proj = read_safetensors(Path(path))["in_proj.weight"]
         return EagleProposer(proposer.drafter, target, in_proj, proposer.block_size)

@@ -1,14 +1,14 @@
 """The DFlash training objective: captured layers, anchors, blocks, labels, decayed loss.
 
 Pure tensor functions (shared/research/dflash-paper.md sections 1.2, 2.2, 2.3 and the three
-traps of 2.6), used by reference/toy/train_dflash.py and pinned by tests/toy/test_objective.py:
+traps of 2.6), used by toy/train_dflash.py and pinned by tests/toy/test_objective.py:
 
 - a block is `[x_p, MASK * (B-1)]` at positions p..p+B-1 for an anchor p inside the loss
   mask with p <= len - B;
 - block output k predicts x_{p+k}, the token at the *same* position (not p+k+1);
 - block j sees the context strictly before its anchor (key w < p_j, never w == p_j: x_p
   enters only through the block's own embedding), itself bidirectionally, no other block
-  (realised by reference/toy/draft_model.py's `block_layout`);
+  (realised by toy/draft_model.py's `block_layout`);
 - the loss covers block positions 1..B-1 only, weighted exp(-(k-1)/gamma), so the first
   drafted token weighs 1, and is normalised by the sum of the weights.
 """

@@ -1,16 +1,16 @@
 """Train a DFlash drafter on the target's own continuations (shared/research/dflash-paper.md 2).
 
-    python -m reference.toy.train_dflash --target artifacts/toy/target \
+    python -m toy.train_dflash --target artifacts/toy/target \
         --data artifacts/toy/data/train.safetensors --out artifacts/toy/dflash-b16 --block 16
 
 Frozen shared embedding and head (the target's); K target features captured online under
 no_grad; random anchors inside the loss mask; every block sees the context strictly before
 its anchor and itself, all blocks of a sequence in one masked attention call
-(reference/toy/dense_blocks.py; the EAGLE chain: reference/toy/eagle.py), which the tests
-check against the engine's own paged draft forward (reference/toy/draft_model.py
+(toy/dense_blocks.py; the EAGLE chain: toy/eagle.py), which the tests
+check against the engine's own paged draft forward (toy/draft_model.py
 `block_logits`, the oracle: a block per request, as the engine drafts); same-position
 labels and the loss on block positions 1..B-1 weighted exp(-(k-1)/gamma)
-(reference/toy/objective.py); AdamW 6e-4, warmup 4% then cosine, clip 1.0; fp32 master
+(toy/objective.py); AdamW 6e-4, warmup 4% then cosine, clip 1.0; fp32 master
 weights, cast to the target's dtype (bf16 on the GPU) in the forward. No autocast: it would
 also lower the fp32 norm and RoPE math the inference code runs, and training would drift.
 Ablation flags: --block, --gamma / --no-decay, --uniform (back-to-back blocks instead of
@@ -21,7 +21,7 @@ Saves the z-lab format (`load_dflash`; variants: `variants.load_variant`) and me
 A step never waits for the device (batches copied asynchronously, no data-dependent
 shapes); on CUDA the drafter's forward and loss run through torch.compile
 (WORKBENCH_TRAIN_COMPILE=0: eager); WORKBENCH_TRAIN_PROFILE=DIR profiles steps 10-14
-(reference/toy/step_cost.py).
+(toy/step_cost.py).
 """
 
 from __future__ import annotations
@@ -38,15 +38,15 @@ from pathlib import Path
 import torch
 
 from reference.model import Target
-from reference.toy.dense_blocks import dense_block_hidden
-from reference.toy.draft_model import (
+from toy.dense_blocks import dense_block_hidden
+from toy.draft_model import (
     TrainableDrafter,
     drafter_config_dict,
     target_features,
 )
-from reference.toy.eagle import dense_eagle_hidden
-from reference.toy.gen_data import ToyDataset
-from reference.toy.objective import (
+from toy.eagle import dense_eagle_hidden
+from toy.gen_data import ToyDataset
+from toy.objective import (
     block_loss,
     block_targets,
     build_target_layer_ids,
@@ -55,13 +55,13 @@ from reference.toy.objective import (
     random_anchors,
     uniform_anchors,
 )
-from reference.toy.step_cost import StepProfile
-from reference.toy.tokenizer import MASK
-from reference.toy.train_target import lr_at
-from reference.toy.variants import VARIANTS, context_features
+from toy.step_cost import StepProfile
+from toy.tokenizer import MASK
+from toy.train_target import lr_at
+from toy.variants import VARIANTS, context_features
 
 # The drafter's forward and loss through torch.compile (fewer launches and no Python per op:
-# a step is bound by them, reference/toy/step_cost.py); an execution switch, not part of a
+# a step is bound by them, toy/step_cost.py); an execution switch, not part of a
 # stage's key. None (unset): on CUDA only. H200, benchmarks/h200-2026-11-29e/world: 31 ms a
 # step against 61 ms eager after 22 s of compiling (1056 against 829 steps in one minute);
 # WORKBENCH_TRAIN_COMPILE=0 runs eager, =1 compiles on the CPU too.
@@ -274,15 +274,15 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--max-minutes", type=float, default=None, help="wall-time budget")
     ap.add_argument("--variant", choices=VARIANTS, default="dflash",
-                    help="ablation drafter (reference/toy/variants.py)")
+                    help="ablation drafter (toy/variants.py)")
     ap.add_argument("--chain-depth", type=int, default=None,
                     help="eagle: chain steps trained per anchor (default B-1)")
 
 
 def main() -> None:
     from reference.loaders import load_target
-    from reference.toy.gen_data import load_dataset
-    from reference.toy.tokenizer import load_tokenizer
+    from toy.gen_data import load_dataset
+    from toy.tokenizer import load_tokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", type=Path, required=True, help="target dir with tokenizer.json")

@@ -1,11 +1,11 @@
 """Train a DSpark drafter on the toy target (shared/research/dspark-idlm-nemotron.md 1.3).
 
-    python -m reference.toy.train_dspark --target artifacts/toy/target \
+    python -m toy.train_dspark --target artifacts/toy/target \
         --data artifacts/toy/data/train.safetensors --out artifacts/toy/dspark-g15 --gamma 15
 
-The DFlash recipe (reference/toy/train_dflash.py: frozen shared embedding and head, captured
+The DFlash recipe (toy/train_dflash.py: frozen shared embedding and head, captured
 target features, random anchors, every block of a sequence in one masked attention call:
-reference/toy/dense_blocks.py) with DSpark's changes: the block
+toy/dense_blocks.py) with DSpark's changes: the block
 is gamma tokens `[x_p, MASK * (gamma-1)]` whose slot k scores x_{p+k+1} (the anchor slot is
 prediction position 1); logits get the Markov bias W2 W1[x_{p+k}] of the teacher-forced
 previous token; the loss is 0.1 CE + 0.9 TV + 1.0 confidence BCE, each position weighted
@@ -28,16 +28,16 @@ from reference.dspark import HEAD_NAMES, confidence_logit, heads_from_state_dict
 from reference.dspark import markov_logits as _markov_logits
 from reference.loaders import random_dflash_state_dict
 from reference.model import ForwardBatch, Target
-from reference.toy.dense_blocks import dense_block_hidden
-from reference.toy.draft_model import TrainableDrafter, drafter_config_dict
-from reference.toy.gen_data import ToyDataset
-from reference.toy.objective import (
+from toy.dense_blocks import dense_block_hidden
+from toy.draft_model import TrainableDrafter, drafter_config_dict
+from toy.gen_data import ToyDataset
+from toy.objective import (
     block_targets,
     build_target_layer_ids,
     position_weights,
     random_anchors,
 )
-from reference.toy.train_dflash import DrafterTrainConfig, fit, usable_sequences
+from toy.train_dflash import DrafterTrainConfig, fit, usable_sequences
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def dspark_loss(
     cfg: DSparkTrainConfig,
 ) -> tuple[torch.Tensor, dict]:
     """The loss of blocks at anchors (bs, N) of sequences ids (bs, S), through the dense
-    forward (reference/toy/dense_blocks.py, every slot of the gamma-token block kept)."""
+    forward (toy/dense_blocks.py, every slot of the gamma-token block kept)."""
     labels, w = block_targets(
         ids, loss_mask, anchors, valid, position_weights(cfg.block_size, cfg.loss_decay)
     )
@@ -228,8 +228,8 @@ def train_dspark(
 
 def main() -> None:
     from reference.loaders import load_target
-    from reference.toy.gen_data import load_dataset
-    from reference.toy.tokenizer import MASK, load_tokenizer
+    from toy.gen_data import load_dataset
+    from toy.tokenizer import MASK, load_tokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", type=Path, required=True, help="target dir with tokenizer.json")

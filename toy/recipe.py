@@ -1,6 +1,6 @@
 """The toy world's whole recipe from one command, in stages that resume.
 
-    python -m reference.toy.recipe --out artifacts/toy [--size small] [--stage NAME] [--micro]
+    python -m toy.recipe --out artifacts/toy [--size small] [--stage NAME] [--micro]
 
 Stages, in order: tokenizer -> target -> data -> dflash-b16 -> dflash-b8 -> eval. Each
 writes its outputs and a `stage.json` (its key: a hash of its parameters and of the keys of
@@ -18,7 +18,7 @@ and 8 minutes; their metrics say how many steps or sequences fitted). Measured t
 in parallel at 128 sequences a step 4,628 (B = 16, 8 minutes) and 6,000 (B = 8, its step
 cap, 7.5 minutes) steps: held-out tau 4.77 and 4.81 at T = 0 (at 32 sequences a step and 3
 minutes: 2.59 and 3.12; a step costs its kernel count, not its batch, see
-reference/toy/step_cost.py). About 13 minutes in all, the drafters in a call of their own
+toy/step_cost.py). About 13 minutes in all, the drafters in a call of their own
 (`--stage` or `--budget-minutes`).
 `--size base` (29.4M target) trains its target at dropout 0.3 unless `--target-dropout P`
 says otherwise: on 2026-11-29h (benchmarks/h200-2026-11-29h) dropout 0 / 0.1 / 0.2 / 0.3
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from reference.toy.train_dflash import DFlashTrainConfig
+from toy.train_dflash import DFlashTrainConfig
 
 STAGES = ("tokenizer", "target", "data", "dflash-b16", "dflash-b8", "eval")
 OUTPUTS = {"tokenizer": ("tokenizer.json",), "target": ("config.json", "model.safetensors"),
@@ -149,7 +149,7 @@ def is_done(out: Path, recipe: Recipe, stage: str) -> bool:
 
 def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
     from reference.loaders import load_target
-    from reference.toy import stages
+    from toy import stages
 
     device, dtype = _device()
     if stage == "tokenizer":
@@ -180,7 +180,7 @@ def planned_minutes(recipe: Recipe, stage: str) -> float:
 
 def run_parallel(out: Path, stages: list[str], argv: list[str]) -> None:
     """Run `stages` at the same time, one `--stage` process each (same recipe arguments)."""
-    procs = [subprocess.Popen([sys.executable, "-m", "reference.toy.recipe", "--out", str(out),
+    procs = [subprocess.Popen([sys.executable, "-m", "toy.recipe", "--out", str(out),
                                "--stage", s, *argv]) for s in stages]
     failed = [s for s, p in zip(stages, procs) if p.wait() != 0]
     if failed:
@@ -250,14 +250,14 @@ def main() -> None:
                          f"{TARGET_DROPOUT}, else none)")
     args = ap.parse_args()
     recipe = recipe_for(args.size, args.micro, args.target_dropout)
-    command = " ".join(["python -m reference.toy.recipe", *sys.argv[1:]])
+    command = " ".join(["python -m toy.recipe", *sys.argv[1:]])
     shared = ["--micro"] if args.micro else ["--size", args.size]
     if recipe.target_dropout is not None:
         shared += ["--target-dropout", str(recipe.target_dropout)]
     run_recipe(args.out, recipe, args.stage, args.force, command, args.budget_minutes,
                shared if args.parallel else None)
     if args.zoo is not None:
-        from reference.toy.zoo import export_zoo
+        from toy.zoo import export_zoo
 
         print(json.dumps(export_zoo(args.out, args.zoo)["total_bytes"]))
 

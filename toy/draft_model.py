@@ -28,16 +28,16 @@ from reference.config import DFlashConfig, ModelConfig
 from reference.dflash import Drafter, context_hidden, draft_forward
 from reference.loaders import drafter_from_state_dict, random_dflash_state_dict
 from reference.model import ForwardBatch, Target, rms_norm
-from reference.toy.eagle import eagle_block_logits
-from reference.toy.objective import block_inputs
-from reference.toy.variants import draft_stack
+from toy.eagle import eagle_block_logits
+from toy.objective import block_inputs
+from toy.variants import draft_stack
 
 
 def drafter_config_dict(target: ModelConfig, *, num_layers: int, block_size: int,
                         mask_token_id: int, target_layer_ids: list[int],
                         variant: str = "dflash") -> dict:
     """A z-lab drafter config.json: the target's layer shapes, `num_layers` layers; an
-    ablation variant (reference/toy/variants.py) is named in dflash_config.variant."""
+    ablation variant (toy/variants.py) is named in dflash_config.variant."""
     extra = {} if variant == "dflash" else {"variant": variant}
     return {
         "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
@@ -63,7 +63,7 @@ class TrainableDrafter(torch.nn.Module):
         self.config = DFlashConfig.from_dict(raw_config, target.config)
         if state is None:
             state = random_dflash_state_dict(self.config, dtype=torch.float32, seed=seed)
-            if raw_config["dflash_config"].get("variant") == "eagle":  # reference/toy/eagle.py
+            if raw_config["dflash_config"].get("variant") == "eagle":  # toy/eagle.py
                 h = self.config.model.hidden_size
                 gen = torch.Generator().manual_seed(seed + 1)
                 state["in_proj.weight"] = torch.randn(h, 2 * h, generator=gen) * 0.02
@@ -165,10 +165,10 @@ def block_logits(drafter: Drafter, target: Target, features: torch.Tensor,
     features: (bs, S, K*H) what fc reads per token (`variants.context_features`). The full
     method injects their context K/V at every position of every sequence (slots 1..bs*S),
     as the engine injects committed tokens, then runs the inference `draft_forward` over
-    each block's request row. Variants (reference/toy/variants.py): "fusion" runs the
+    each block's request row. Variants (toy/variants.py): "fusion" runs the
     context through the draft layers instead of injecting; "ar" feeds the teacher-forced
     block ids[p..p+B-1] (ids: (bs, S) required) causally and scores outputs 0..B-2;
-    "eagle" unrolls reference/toy/eagle.py's chain (in_proj required).
+    "eagle" unrolls toy/eagle.py's chain (in_proj required).
     """
     cfg = drafter.config.model
     bs, s, _ = features.shape

@@ -1,4 +1,4 @@
-"""The stages of the toy recipe (reference/toy/recipe.py): each writes one folder, returns metrics.
+"""The stages of the toy recipe (toy/recipe.py): each writes one folder, returns metrics.
 
 tokenizer -> target -> data -> drafter (one per block size) -> evaluate. The evaluation
 decodes held-out test prompts greedily with and without each drafter and reports tau, the
@@ -16,11 +16,11 @@ import torch
 
 from reference.generate import generate
 from reference.model import Target
-from reference.toy.corpus import read_texts
-from reference.toy.gen_data import gen_data, load_dataset, split_prompts
-from reference.toy.tokenizer import EOT, MASK, load_tokenizer, train_tokenizer
-from reference.toy.train_dflash import DFlashTrainConfig, train_dflash
-from reference.toy.train_target import train_target
+from toy.corpus import read_texts
+from toy.gen_data import gen_data, load_dataset, split_prompts
+from toy.tokenizer import EOT, MASK, load_tokenizer, train_tokenizer
+from toy.train_dflash import DFlashTrainConfig, train_dflash
+from toy.train_target import train_target
 
 
 def tokenizer(out: Path, vocab: int, max_files: int | None) -> dict:

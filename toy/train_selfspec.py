@@ -1,6 +1,6 @@
 """Fine-tune the toy target into a self-speculative model (ISD and LinearSpec), then measure.
 
-    python -m reference.toy.train_selfspec --recipe artifacts/toy --out outputs/selfspec
+    python -m toy.train_selfspec --recipe artifacts/toy --out outputs/selfspec
 
 One training row packs a clean window of a data/train.safetensors sequence (a prompt and the
 target's own greedy continuation) and MASK blocks anchored in the continuation, run by one
@@ -30,9 +30,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from reference.toy.gen_data import load_dataset, split_prompts
-from reference.toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer
-from reference.toy.train_target import evaluate
+from toy.gen_data import load_dataset, split_prompts
+from toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer
+from toy.train_target import evaluate
 
 ISD_MASKS = 7  # N-1 for N = 8; its first 3 masks are exactly the N = 4 layout (causal)
 LS_BLOCKS = (4, 8)
@@ -155,7 +155,7 @@ def losses(model, batch) -> torch.Tensor:
 
 def finetune(model, data, args, mask_id: int, device: str) -> dict:
     """AdamW on CE_AR + CE_isd + CE_ls for args.minutes of wall time (or args.steps)."""
-    from reference.toy.train_target import lr_at
+    from toy.train_target import lr_at
 
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95),
                             weight_decay=0.0)
@@ -266,7 +266,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer(args.recipe / "tokenizer" / "tokenizer.json")
     mask_id = tok.token_to_id(MASK)
-    from reference.toy.corpus import read_texts
+    from toy.corpus import read_texts
 
     val = torch.tensor(encode_corpus(tok, read_texts("validation", max_files=args.max_files)),
                        device=device)

@@ -1,8 +1,8 @@
 """DSpark vs DFlash on the toy world at equal depth and steps: one command, torch only.
 
-    python -m reference.toy.dspark_study --artifacts artifacts/toy --out outputs/dspark_study
+    python -m toy.dspark_study --artifacts artifacts/toy --out outputs/dspark_study
 
-Reads a finished recipe folder (reference/toy/recipe.py: tokenizer/, target/, data/,
+Reads a finished recipe folder (toy/recipe.py: tokenizer/, target/, data/,
 dflash-b16/), trains DSpark with gamma = B-1 and dflash-b16's depth, anchors, batch, lr and
 steps (at most --max-minutes of wall time), retrains DFlash for the steps DSpark reached when
 that is fewer (--retrain-dflash auto), then decodes held-out test prompts with every drafter
@@ -29,11 +29,11 @@ from reference import dspark_calibrate as cal
 from reference.dspark import load_dspark
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
-from reference.toy.gen_data import load_dataset, split_prompts
-from reference.toy.stages import release
-from reference.toy.tokenizer import EOT, MASK, load_tokenizer
-from reference.toy.train_dflash import DFlashTrainConfig, train_dflash
-from reference.toy.train_dspark import DSparkTrainConfig, train_dspark
+from toy.gen_data import load_dataset, split_prompts
+from toy.stages import release
+from toy.tokenizer import EOT, MASK, load_tokenizer
+from toy.train_dflash import DFlashTrainConfig, train_dflash
+from toy.train_dspark import DSparkTrainConfig, train_dspark
 
 
 def survival(accept: np.ndarray, gamma: int) -> tuple[list[float], list[float]]:
