@@ -163,8 +163,8 @@ class DSparkProposer(DFlashProposer):
         self.temperature, self.seed, self.records = temperature, seed, records
         self.gamma = self.block_size - 1
 
-    def bind(self, target: Target, pool, graphs) -> None:
-        super().bind(target, pool, graphs)
+    def bind(self, target: Target, pool, graphs, *args) -> None:
+        super().bind(target, pool, graphs, *args)
         self._gen = torch.Generator(device=target.device).manual_seed(self.seed)
 
     def propose(self, rnd: Round) -> Proposal:

@@ -85,13 +85,14 @@ class DecodeBatch(NamedTuple):
     """A padded decode batch, all (bs,) i64 on the device; padding rows use row 0 and 0s.
 
     verified_id: anchors; prefix_lens: committed KV lengths; req_rows: rows of req_to_token;
-    valid: 1 for real rows, 0 for padding.
+    valid: 1 for real rows, 0 for padding; live: the number of real rows (host-known).
     """
 
     verified_id: torch.Tensor
     prefix_lens: torch.Tensor
     req_rows: torch.Tensor
     valid: torch.Tensor
+    live: int = 0
 
 
 class StepOutput(NamedTuple):
@@ -117,7 +118,7 @@ class Engine:
         self.block = proposer.block_size if proposer else 1
         self.gen = torch.Generator(device=target.device).manual_seed(seed)
         if proposer is not None:
-            proposer.bind(target, self.pool, self.graphs)
+            proposer.bind(target, self.pool, self.graphs, sampling, self.gen)
 
     def prefill(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
                 starts: Sequence[int],
@@ -177,6 +178,8 @@ class Engine:
         accept and before the proposer's commit (KV injection), as SGLang's on_publish.
         """
         mark = clock.mark if clock is not None else (lambda: None)
+        if self.proposer is not None and self.proposer.owns_round:
+            return self._owned_round(batch, mark, on_publish)
         block_ids, positions, cache_loc = ops.prepare_block(
             batch.verified_id, batch.prefix_lens, batch.req_rows, self.pool.req_to_token,
             block_size=self.block, mask_token_id=self.proposer.mask_token_id
@@ -215,5 +218,22 @@ class Engine:
             if on_publish is not None:
                 on_publish(out)
             self.proposer.commit(rnd, aux, out.commit_lens)
+        mark()
+        return out
+
+    def _owned_round(self, batch: DecodeBatch, mark: Callable[[], None],
+                     on_publish: Callable[[StepOutput], None] | None) -> StepOutput:
+        """A round the proposer runs itself (self-speculation): its forwards count as verify."""
+        mark()
+        commit_lens, out_tokens = self.proposer.run_round(
+            batch.req_rows, batch.prefix_lens, batch.verified_id, batch.valid, batch.live)
+        mark()
+        last = (commit_lens - 1).clamp(min=0)[:, None]
+        out = StepOutput(commit_lens.to(torch.int32), out_tokens,
+                         out_tokens.gather(1, last)[:, 0] * batch.valid,
+                         (batch.prefix_lens + commit_lens) * batch.valid)
+        mark()
+        if on_publish is not None:
+            on_publish(out)
         mark()
         return out

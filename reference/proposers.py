@@ -22,6 +22,9 @@ import torch
 from reference.device import to_device
 from reference.kv_pool import KVPool, KVShape
 from reference.model import Target
+from reference.verify import Sampling
+
+GREEDY = Sampling()
 
 
 class Round(NamedTuple):
@@ -63,10 +66,13 @@ class Proposer:
     mask_token_id: int = 0
     target_layer_ids: tuple[int, ...] = ()
     draft_kv: KVShape | None = None
+    owns_round: bool = False
 
-    def bind(self, target: Target, pool: KVPool, graphs) -> None:
-        """Called once per generate() with the engine's pool and CUDA-graph cache."""
+    def bind(self, target: Target, pool: KVPool, graphs, sampling: Sampling = GREEDY,
+             gen: torch.Generator | None = None) -> None:
+        """Called by each Engine with its pool, CUDA-graph cache, sampling and generator."""
         self.target, self.pool, self.graphs = target, pool, graphs
+        self.sampling, self.gen = sampling, gen
 
     def start(self, rows: Sequence[int], request_ids: Sequence[int],
               prompt_lens: Sequence[int]) -> None:
@@ -80,6 +86,19 @@ class Proposer:
 
     def commit(self, rnd: Round, aux: torch.Tensor | None, commit_lens: torch.Tensor) -> None:
         """After verify: aux (bs, B, K*H) of the block, commit_lens (bs,) i32 (0 on padding)."""
+
+    def run_round(self, rows: torch.Tensor, prefix_lens: torch.Tensor, pending: torch.Tensor,
+                  valid: torch.Tensor, live: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole round, for a method that runs its own target forwards (`owns_round`:
+        self-speculation). rows, prefix_lens, pending, valid: (bs,) i64 of the padded batch;
+        live: its real rows. Returns commit_lens (bs,) i64 and out_tokens (bs, W) i64 whose
+        first commit_len columns are the committed tokens (the last one the next anchor).
+        Writes K/V only at positions prefix_len .. prefix_len + block_size - 1."""
+        raise NotImplementedError
+
+    def stats(self) -> dict:
+        """Counters of the method over its runs since `bind` (read after the device is done)."""
+        return {}
 
 
 def geometric_survival(tau: float, block_size: int) -> list[float]:
@@ -130,10 +149,10 @@ class OracleProposer(Proposer):
             prev = s
         self.streams, self.block_size, self.seed = [list(s) for s in streams], block_size, seed
 
-    def bind(self, target: Target, pool: KVPool, graphs) -> None:
-        super().bind(target, pool, graphs)
+    def bind(self, target: Target, pool: KVPool, graphs, *args) -> None:
+        super().bind(target, pool, graphs, *args)
         if self.shadow is not None:
-            self.shadow.bind(target, pool, graphs)
+            self.shadow.bind(target, pool, graphs, *args)
         device, rows = target.device, pool.req_to_token.shape[0]
         width = max([len(s) for s in self.streams] + [1])
         self._stream = torch.zeros(rows, width, dtype=torch.int64, device=device)

@@ -100,8 +100,8 @@ class EagleProposer(DFlashProposer):
         super().__init__(drafter, target, block_size)
         self.in_proj = in_proj.to(device=target.device, dtype=target.dtype)
 
-    def bind(self, target: Target, pool, graphs) -> None:
-        super().bind(target, pool, graphs)
+    def bind(self, target: Target, pool, graphs, *args) -> None:
+        super().bind(target, pool, graphs, *args)
         shape = (pool.req_to_token.shape[0], self.drafter.fc.shape[1])
         prev = getattr(self, "_prev", None)
         if prev is not None and prev.shape == shape:

@@ -183,7 +183,7 @@ def measure(model_dir: Path, prompts, mask_id: int, max_new: int, device: str) -
     """Greedy TPF of ISD N in {4, 8} and LinearSpec B in {4, 8}; plain greedy as reference."""
     from reference.generate import generate
     from reference.loaders import load_target
-    from reference.selfspec import ISD, LinearSpec, generate_selfspec, tpf_closed_form
+    from reference.selfspec import ISD, LinearSpec, tpf_closed_form
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     target = load_target(model_dir, device=device, dtype=dtype)
@@ -191,7 +191,7 @@ def measure(model_dir: Path, prompts, mask_id: int, max_new: int, device: str) -
     rows = []
     for name, size in (("isd", 4), ("isd", 8), ("linearspec", 4), ("linearspec", 8)):
         mode = ISD(size, mask_id) if name == "isd" else LinearSpec(mask_id, ((1 << 30, size),))
-        out = generate_selfspec(target, prompts, mode, max_new_tokens=max_new)
+        out = generate(target, prompts, proposer=mode, max_new_tokens=max_new)
         s = out.stats
         row = {"mode": name, "size": size, "tokens_per_forward": s["tokens_per_forward"],
                "tau": s["tau"], "acceptance": s["acceptance"], "forwards": s["forwards"],

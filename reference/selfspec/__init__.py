@@ -2,12 +2,12 @@
 
 ISD (I-DLM introspective strided decoding, one causal forward of 2N-1 tokens per round) and
 LinearSpec (Nemotron, a bidirectional draft forward and a causal verify forward per block),
-both driven by `generate_selfspec` over the engine's paged pool.
+both proposers that own their rounds, run by the one host loop like every other method.
 """
 
+from reference.selfspec.base import RoundResult, SelfSpecMode
 from reference.selfspec.isd import ISD, tpf_closed_form
 from reference.selfspec.linearspec import TIERS, LinearSpec, select_block_size
-from reference.selfspec.loop import RoundResult, SelfSpecMode, generate_selfspec
 
-__all__ = ["ISD", "TIERS", "LinearSpec", "RoundResult", "SelfSpecMode", "generate_selfspec",
-           "select_block_size", "tpf_closed_form"]
+__all__ = ["ISD", "TIERS", "LinearSpec", "RoundResult", "SelfSpecMode", "select_block_size",
+           "tpf_closed_form"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from reference.selfspec.loop import RoundResult, SelfSpecMode
+from reference.selfspec.base import RoundResult, SelfSpecMode
 from reference.verify import sample, target_probs, verify_greedy, verify_sampling
 
 DRAFTS = ("sample", "argmax", "argmax_softmax_q")
@@ -60,15 +60,15 @@ class ISD(SelfSpecMode):
     def keeps_q(self) -> bool:
         return not self.sampling.greedy and self.draft != "argmax"
 
-    def bind(self, target, pool, sampling, gen) -> None:
-        super().bind(target, pool, sampling, gen)
+    def bind(self, target, pool, graphs, *args) -> None:
+        super().bind(target, pool, graphs, *args)
         rows, dev = pool.req_to_token.shape[0], target.device
         self.specs = torch.zeros(rows, self.n - 1, dtype=torch.int64, device=dev)
         self.cold = torch.ones(rows, dtype=torch.bool, device=dev)
         vocab = target.config.vocab_size if self.keeps_q else 0
         self.q = torch.zeros(rows, self.n - 1, vocab, dtype=torch.float32, device=dev)
 
-    def start(self, rows: torch.Tensor) -> None:
+    def reset(self, rows: torch.Tensor) -> None:
         self.cold[rows] = True
 
     def propose(self, mask_logits: torch.Tensor, rows: torch.Tensor,
@@ -87,7 +87,7 @@ class ISD(SelfSpecMode):
             return drafts.view(q.shape[:2]), q
         return q.argmax(dim=-1), (q if self.draft == "argmax_softmax_q" else None)
 
-    def round(self, rows, prefix_lens, pending) -> RoundResult:
+    def round(self, rows, prefix_lens, pending, live) -> RoundResult:
         n, bs = self.n, rows.shape[0]
         cold, specs = self.cold[rows], self.specs[rows]
         ids = torch.full((bs, 2 * n - 1), self.mask_token_id, dtype=torch.int64,

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
-from reference.selfspec.loop import RoundResult, SelfSpecMode
+from reference.selfspec.base import RoundResult, SelfSpecMode
 from reference.verify import target_probs, verify_greedy, verify_sampling
 
 TIERS = ((4, 16), (32, 8), (1 << 30, 4))  # (max_running_bs, B), ascending
@@ -68,9 +68,9 @@ class LinearSpec(SelfSpecMode):
         drafts = torch.multinomial(q.flatten(0, 1), 1, generator=self.gen)
         return drafts.view(q.shape[:2]), q
 
-    def round(self, rows, prefix_lens, pending) -> RoundResult:
+    def round(self, rows, prefix_lens, pending, live) -> RoundResult:
         bs = rows.shape[0]
-        block = select_block_size(bs, self.tiers)
+        block = select_block_size(live, self.tiers)
         ids = torch.full((bs, block), self.mask_token_id, dtype=torch.int64, device=rows.device)
         ids[:, 0] = pending
         draft_logits = self.forward(ids, rows, prefix_lens, causal=False)[:, 1:]

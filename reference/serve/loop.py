@@ -140,8 +140,10 @@ class Server:
                                  f"the pool has {self.pool.num_slots - 1}")
         self.sched.done.clear()  # this run's requests only (after a warm-up or earlier run)
         self.max_lag = self.fenced_plans = 0
-        self.last_done = None
+        self.last_done = self.decode_start_s = None
+        self.step_walls: list[tuple[str, int, float]] = []  # (kind, bs, s since last process)
         self.timeline = Timeline(self.device)
+        self._last_process_s = 0.0
         try:
             with torch.inference_mode():
                 self._loop(workload)
@@ -230,8 +232,10 @@ class Server:
                 packed = torch.cat([out.commit_lens[:, None].long(), out.out_tokens], dim=1)
                 ready.append((packed[: len(plan.rows)], s.fence()))
 
-            self.engine.round(DecodeBatch(verified_id, prefix_lens, rows, (rows != 0).long()),
-                              clock, publish)
+            self.engine.round(DecodeBatch(verified_id, prefix_lens, rows, (rows != 0).long(),
+                                          len(plan.rows)), clock, publish)
+            if self.decode_start_s is None:
+                self.decode_start_s = self._wall()
         else:
             final = to_device(plan.final, dev)
 
@@ -259,6 +263,10 @@ class Server:
         with self.timeline.span("process", bs=len(rows)):
             for lv in self.sched.apply(step.plan, rows, self._wall()):
                 workload.on_finish(lv.req, self._now(steps))
+        now = self._wall()
+        kind = "decode" if isinstance(step.plan, DecodePlan) else "prefill"
+        self.step_walls.append((kind, len(rows), now - self._last_process_s))
+        self._last_process_s = now
 
     def _check(self, plan) -> None:
         """Slot ownership, and the lag bounds host <= true <= host + B, reserved >= true + B."""
@@ -295,7 +303,9 @@ class Server:
             "discarded_rows": sum(lv.discarded for lv in lives),
             "max_lag": self.max_lag if self.cfg.check else None,
             "fenced_plans": self.fenced_plans,
+            "decode_start_s": self.decode_start_s,
             **self.timeline.summary(),
+            **(self.proposer.stats() if self.proposer is not None else {}),
         }
 
 

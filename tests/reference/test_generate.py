@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from reference import generate as generate_mod
 from reference.cuda_graphs import GraphCache
+from reference.engine import Runtime
 from reference.generate import generate
 from reference.kv_pool import KVPool, KVShape, PoolFullError
 from reference.loaders import load_dflash
@@ -20,18 +20,6 @@ from reference.proposers import OracleProposer, geometric_survival
 def _prompts(lens, vocab, seed=0):
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lens]
-
-
-@pytest.fixture
-def checked_rounds(monkeypatch):
-    """Check slot ownership after every round of every generate() in the test."""
-    step = generate_mod._Engine.step
-
-    def checked(self):
-        step(self)
-        self.pool.check()
-
-    monkeypatch.setattr(generate_mod._Engine, "step", checked)
 
 
 @given(lens=st.lists(st.integers(1, 12), min_size=1, max_size=8),
@@ -84,16 +72,23 @@ def test_lookahead_plain_decoding_equals_plain(target, lens, max_new, stops, see
     assert pool.free_slots == pool.num_slots - 1
 
 
-def test_lookahead_refuses_a_proposer(target, dflash):
-    with pytest.raises(ValueError, match="plain decoding"):
-        generate(target, [[1, 2]], proposer=dflash, lookahead=True)
+def test_lookahead_speculative_equals_sync(target, dflash):
+    """Overlap (round k+1 launched before round k is read) with a drafter: same tokens and
+    commit lengths as sync, checked bounds every round."""
+    prompts = _prompts([3, 11, 6, 1, 8], target.config.vocab_size, seed=4)
+    sync = generate(target, prompts, proposer=dflash, max_new_tokens=19, stop_token_ids=(5,))
+    ahead = generate(target, prompts, proposer=dflash, max_new_tokens=19, stop_token_ids=(5,),
+                     lookahead=True, check=True)
+    assert ahead.tokens == sync.tokens
+    assert ahead.accept_lengths == sync.accept_lengths
 
 
-def test_slots_are_never_shared_during_a_run(target, dflash, checked_rounds):
+def test_slots_are_never_shared_during_a_run(target, dflash):
     prompts = _prompts([3, 11, 6, 1, 8], target.config.vocab_size, seed=3)
-    generate(target, prompts, proposer=dflash, max_new_tokens=17)
-    generate(target, prompts, max_new_tokens=13, stop_token_ids=(1, 2, 3))
-    generate(target, prompts, max_new_tokens=13, stop_token_ids=(1, 2, 3), lookahead=True)
+    generate(target, prompts, proposer=dflash, max_new_tokens=17, check=True)
+    generate(target, prompts, max_new_tokens=13, stop_token_ids=(1, 2, 3), check=True)
+    generate(target, prompts, max_new_tokens=13, stop_token_ids=(1, 2, 3), lookahead=True,
+             check=True)
 
 
 def test_oracle_without_corruption_commits_full_blocks(target):
@@ -140,15 +135,22 @@ def test_pool_refuses_what_it_cannot_hold():
     assert pool.free_slots == 10 and not pool.req_to_token.any()
 
 
-def test_generate_reports_admission_errors(target):
+def test_generate_queues_what_the_pool_cannot_hold_at_once(target):
+    """Two requests of 20 + 4 + 2 claimed slots each in a 39-slot pool: the second waits for
+    the first to finish (continuous batching), and each decodes as it would alone."""
     cfg = target.config
     shape = KVShape(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim)
+    prompts = [[1] * 20, [2] * 20]
+    alone = [generate(target, [p], max_new_tokens=4).tokens[0] for p in prompts]
     pool = KVPool(40, 8, 64, shape, None, target.dtype, "cpu")
-    target.runtime = generate_mod._Runtime(pool, GraphCache("cpu"))
+    target.runtime = Runtime(pool, GraphCache("cpu"))
     try:
-        with pytest.raises(PoolFullError, match="more KV slots"):
-            generate(target, [[1] * 20, [2] * 20], max_new_tokens=4)
+        out = generate(target, prompts, max_new_tokens=4, check=True)
+        assert out.tokens == alone
+        assert [len(c) for c in out.accept_lengths] == [3, 3]
         pool.check()
         assert pool.free_slots == 39
+        with pytest.raises(ValueError, match="needs 51 KV slots, the pool has 39"):
+            generate(target, [[1] * 45], max_new_tokens=4)
     finally:
         target.runtime = None

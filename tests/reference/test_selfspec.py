@@ -8,7 +8,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from reference.generate import generate
-from reference.selfspec import ISD, LinearSpec, generate_selfspec, select_block_size
+from reference.selfspec import ISD, LinearSpec, select_block_size
 from reference.selfspec import tpf_closed_form as tpf
 
 
@@ -32,7 +32,7 @@ def test_selfspec_greedy_equals_plain_greedy(target, lens, max_new, mode, size, 
     plain = generate(target, prompts, max_new_tokens=max_new, stop_token_ids=stop)
     m = ISD(size, vocab - 1) if mode == "isd" else LinearSpec(vocab - 1, ((2, size + 2),
                                                                           (64, size)))
-    spec = generate_selfspec(target, prompts, m, max_new_tokens=max_new, stop_token_ids=stop)
+    spec = generate(target, prompts, proposer=m, max_new_tokens=max_new, stop_token_ids=stop)
     assert spec.tokens == plain.tokens
     pool = target.runtime.pool
     pool.check()
@@ -41,9 +41,9 @@ def test_selfspec_greedy_equals_plain_greedy(target, lens, max_new, mode, size, 
 
 def test_isd_trims_match_advance(target):
     n = 4
-    out = generate_selfspec(target, _prompts([5, 2, 9], target.config.vocab_size, 1),
-                            ISD(n, target.config.vocab_size - 1), max_new_tokens=30,
-                            temperature=1.0, seed=3)
+    out = generate(target, _prompts([5, 2, 9], target.config.vocab_size, 1),
+                   proposer=ISD(n, target.config.vocab_size - 1), max_new_tokens=30,
+                   temperature=1.0, seed=3)
     # advance 1 (C, or rejected at s_0), 1+i (rejected at s_i), N (all accepted)
     assert set(out.stats["trim_hist"]) <= {2 * n - 1 - a for a in range(1, n + 1)}
     assert all(1 <= c <= n for commits in out.accept_lengths for c in commits)
@@ -62,18 +62,21 @@ class OracleISD(ISD):
     """ISD whose drafts are the greedy stream, each kept with probability p, else corrupted:
     a controlled per-token acceptance p under greedy verification."""
 
-    def __init__(self, stride, mask_token_id, streams, prompt_lens, p, seed=0):
+    def __init__(self, stride, mask_token_id, streams, p, seed=0):
         super().__init__(stride, mask_token_id)
-        self.streams, self.prompt_lens, self.p = streams, prompt_lens, p
+        self.streams, self.p = streams, p
         self.draft_gen = torch.Generator().manual_seed(seed)
 
-    def start(self, rows):
-        super().start(rows)
+    def bind(self, target, pool, graphs, *args):
+        super().bind(target, pool, graphs, *args)
         width = max(len(s) for s in self.streams)
         self.stream = torch.zeros(self.specs.shape[0], width, dtype=torch.int64)
         self.offset = torch.zeros(self.specs.shape[0], dtype=torch.int64)
-        for row, s, n in zip(rows.tolist(), self.streams, self.prompt_lens):
-            self.stream[row, : len(s)] = torch.tensor(s)
+
+    def start(self, rows, request_ids, prompt_lens):
+        super().start(rows, request_ids, prompt_lens)
+        for row, rid, n in zip(rows, request_ids, prompt_lens):
+            self.stream[row, : len(self.streams[rid])] = torch.tensor(self.streams[rid])
             self.offset[row] = n
 
     def propose(self, mask_logits, rows, positions):
@@ -89,8 +92,8 @@ def test_isd_tokens_per_forward_matches_closed_form(target, n, p):
     vocab, max_new = target.config.vocab_size, 200
     prompts = _prompts([4, 7, 3, 9, 5, 6, 2, 8], vocab, seed=n)
     streams = generate(target, prompts, max_new_tokens=max_new + 2 * n).tokens
-    mode = OracleISD(n, vocab - 1, streams, [len(q) for q in prompts], p, seed=n)
-    out = generate_selfspec(target, prompts, mode, max_new_tokens=max_new)
+    mode = OracleISD(n, vocab - 1, streams, p, seed=n)
+    out = generate(target, prompts, proposer=mode, max_new_tokens=max_new)
     assert out.tokens == [s[:max_new] for s in streams]
     measured, expected = out.stats["tokens_per_forward"], tpf(p, n)
     print(f"{measured=} {expected=} acceptance={out.stats['acceptance']}")

@@ -16,8 +16,9 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from transformers import Qwen3ForCausalLM
 
+from reference.generate import generate
 from reference.loaders import load_target
-from reference.selfspec import ISD, LinearSpec, generate_selfspec
+from reference.selfspec import ISD, LinearSpec
 from reference.verify import Sampling, verify_sampling
 from tests.reference.conftest import write_target
 
@@ -106,8 +107,8 @@ def test_selfspec_sampling_matches_target(small_vocab, mode, lossless):
         m = LinearSpec(7, ((1 << 20, 3),))
     else:
         m = ISD(2, 7, draft=mode.split("-", 1)[1])
-    out = generate_selfspec(target, [prompt] * rows, m, max_new_tokens=3, temperature=1.0,
-                            seed=11)
+    out = generate(target, [prompt] * rows, proposer=m, max_new_tokens=3, temperature=1.0,
+                   seed=11)
     joint = exact_joint_23(model, prompt).reshape(-1)
     cells = torch.tensor([t[1] * 8 + t[2] for t in out.tokens])
     pvalue = chi2_pvalue(torch.bincount(cells, minlength=64), joint)
