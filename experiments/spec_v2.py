@@ -81,7 +81,7 @@ def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
     """The simulator config of one measured run (a dict for `simulator.run`). The run's
     prefill launch bounds its prefill steps unless the calibration measured prefill."""
     drafter, conc, overlap = setup["drafter"], row["concurrency"], row["mode"] == "overlap"
-    if row["method"] == "ar":
+    if row["method"] in ("none", "ar"):  # "ar": older serve-bench results
         spec = {"method": "none", "block_size": 1, "draft_layers": 0}
     else:
         block = drafter["block_size"]

@@ -34,11 +34,10 @@ from reference.generate import generate
 from reference.loaders import (
     PRESETS,
     preset_config,
-    random_dflash,
     random_state_dict,
     random_target,
 )
-from reference.proposers import OracleProposer, geometric_survival
+from reference.methods import BuildContext, MethodSpec, build
 
 BOUND_TOK_S = 263.0  # 16.4 GB of weights at 4.30 TB/s
 
@@ -72,16 +71,17 @@ def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int
 
 
 def bench_batch(target, drafter, prompts, args) -> dict:
-    """AR then DFlash(oracle) at one batch size, each after a short warm-up run."""
+    """AR then the method (default DFlash at oracle acceptance) at one batch size, each after
+    a short warm-up run."""
     block, new = args.block_size, args.new_tokens
-    curve = geometric_survival(args.tau, block)
     generate(target, prompts, max_new_tokens=4)
     ar = generate(target, prompts, max_new_tokens=new)
     ahead = generate(target, prompts, max_new_tokens=new, lookahead=True)
-    warm = OracleProposer(ar.tokens, block, curve, shadow=drafter)
-    generate(target, prompts, proposer=warm, max_new_tokens=3 * block)
-    oracle = OracleProposer(ar.tokens, block, curve, seed=len(prompts), shadow=drafter)
-    spec = generate(target, prompts, proposer=oracle, max_new_tokens=new)
+    context = BuildContext(prompts, new, ar.tokens, drafter)
+    generate(target, prompts, proposer=build(args.method, target, context),
+             max_new_tokens=3 * block)
+    spec = generate(target, prompts, proposer=build(args.method, target, context),
+                    max_new_tokens=new)
     s = spec.stats
     per_round = {k: 1e3 * s[f"{k}_s"] / s["rounds"]
                  for k in ("draft", "verify", "accept", "inject", "host")}
@@ -109,8 +109,12 @@ def main(argv=None) -> dict:
     p.add_argument("--batch-sizes", default="1,4,16,64")
     p.add_argument("--prompt-len", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=256)
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--tau", type=float, default=6.5)
+    p.add_argument("--block-size", type=int, default=16, help="B of the shared drafter")
+    p.add_argument("--tau", type=float, default=6.5, help="the default oracle's mean commit "
+                   "length")
+    p.add_argument("--method", default=None,
+                   help="method spec against AR (default: oracle:tau=TAU,block_size=B,"
+                        "shadow=true, DFlash's work at the oracle's acceptance)")
     p.add_argument("--hf-new-tokens", type=int, default=32, help="0 skips transformers")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside the graphs")
     p.add_argument("--profile", action="store_true", help="top kernels of bs-1 AR decode")
@@ -124,6 +128,8 @@ def main(argv=None) -> dict:
     p.add_argument("--ablate-repeats", type=int, default=2)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    args.method = args.method or (f"oracle:tau={args.tau},block_size={args.block_size},"
+                                  "shadow=true")
     sizes = [int(x) for x in args.batch_sizes.split(",")]
     cfg = preset_config(args.preset)
     gen = torch.Generator().manual_seed(0)
@@ -146,9 +152,11 @@ def main(argv=None) -> dict:
     target = random_target(args.preset, device=args.device, dtype=dtype, state=state)
     if cuda and not args.no_compile:
         target.enable_compile()
-    drafter = random_dflash(args.preset, target, block_size=args.block_size)
+    drafter = build(MethodSpec.of("dflash", random=args.preset, block_size=args.block_size),
+                    target)
     # The first call sizes the pool (draft layers, full context) for every later call.
-    setup = OracleProposer([[0]], args.block_size, shadow=drafter)
+    setup = build(MethodSpec.of("oracle", block_size=args.block_size, shadow=True), target,
+                  BuildContext(streams=[[0]], drafter=drafter))
     generate(target, prompts[:1], proposer=setup, max_new_tokens=args.new_tokens)
     result["rows"] = [bench_batch(target, drafter, prompts[:bs], args) for bs in sizes]
     if args.hf_new_tokens and result["rows"][0]["bs"] == 1:

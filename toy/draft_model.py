@@ -27,10 +27,10 @@ from kernels.kv_materialize.ref import kv_materialize_ref
 from reference.config import DFlashConfig, ModelConfig
 from reference.dflash import Drafter, context_hidden, draft_forward
 from reference.loaders import drafter_from_state_dict, random_dflash_state_dict
+from reference.methods.variants import draft_stack
 from reference.model import ForwardBatch, Target, rms_norm
 from toy.eagle import eagle_block_logits
 from toy.objective import block_inputs
-from toy.variants import draft_stack
 
 
 def drafter_config_dict(target: ModelConfig, *, num_layers: int, block_size: int,

@@ -26,9 +26,10 @@ import numpy as np
 import torch
 
 from reference import dspark_calibrate as cal
-from reference.dspark import load_dspark
 from reference.generate import generate
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
+from reference.methods import MethodSpec, build
+from reference.methods.variants import drafter_spec
 from toy.gen_data import load_dataset, split_prompts
 from toy.stages import release
 from toy.tokenizer import EOT, MASK, load_tokenizer
@@ -60,7 +61,8 @@ def decode(target, prompts, proposer, temperature: float, max_new: int, stop: in
 def dspark_rounds(target, path, prompts, temperature, max_new, stop):
     """Rounds of DSpark at full length with raw confidences: (tau, c (N, gamma), accept)."""
     records: list = []
-    prop = load_dspark(path, target, temperature=temperature, records=records)
+    prop = build(MethodSpec.of("dspark", path=str(path), temperature=temperature,
+                               records=records), target)
     res = decode(target, prompts, prop, temperature, max_new, stop)
     c = torch.cat([r[0] for r in records]).numpy().astype(np.float64)
     accept = torch.cat([r[2] for r in records]).numpy()
@@ -182,11 +184,12 @@ def main() -> None:
     rows = []
     for name, path in drafters.items():
         for temp in (1.0, 0.0):
-            prop = (
-                load_dspark(args.out / "dspark", target, temperature=temp)
+            spec = (
+                MethodSpec.of("dspark", path=str(args.out / "dspark"), temperature=temp)
                 if path is None
-                else load_dflash(path, target)
+                else drafter_spec(path)
             )
+            prop = build(spec, target)
             res = decode(target, prompts["test"], prop, temp, args.max_new, stop)
             s, alpha = survival(res["accept"], gamma)
             rows.append(

@@ -1,4 +1,4 @@
-"""The EAGLE-3-style baseline: an autoregressive chain drafter on fused target features.
+"""How the toy world trains the EAGLE-3-style baseline (engine: reference/methods/eagle.py).
 
 One Qwen3 layer whose input at position t is `in_proj([embed(x_t) ; g_{t-1}])` (in_proj:
 (H, 2H)), where g_{t-1} = hidden_norm(fc(captured target states of t-1)) for committed
@@ -25,47 +25,17 @@ from __future__ import annotations
 
 import torch
 
-from reference.dflash import DFlashProposer, Drafter, context_hidden
+from reference.dflash import Drafter, context_hidden
+from reference.methods.eagle import chain, eagle_inputs
+from reference.methods.variants import draft_stack
 from reference.model import ForwardBatch, Target, rms_norm
-from reference.proposers import Proposal, Round
 from toy.dense_blocks import dense_layer
-from toy.variants import draft_stack
-
-
-def eagle_inputs(drafter: Drafter, in_proj: torch.Tensor, target: Target, ids: torch.Tensor,
-                 features: torch.Tensor) -> torch.Tensor:
-    """in_proj([embed(ids) ; g]) (..., H) for ids (...) and g = features already fused (H)."""
-    return torch.cat([target.embed[ids], features], dim=-1) @ in_proj.t()
 
 
 def shifted_context(drafter: Drafter, features: torch.Tensor) -> torch.Tensor:
     """g_{t-1} for every t of (bs, S, K*H) captured states: (bs, S, H), zeros at t = 0."""
     g = context_hidden(drafter, features.flatten(0, 1)).view(*features.shape[:2], -1)
     return torch.cat([torch.zeros_like(g[:, :1]), g[:, :-1]], dim=1)
-
-
-def chain(drafter: Drafter, in_proj: torch.Tensor, target: Target, tokens, feature,
-          positions, cache_loc, req_rows, prefix_lens, req_to_token, k_pool, v_pool, *,
-          teacher: torch.Tensor | None = None) -> torch.Tensor:
-    """B-1 one-token steps from the anchor tokens (n,) with first feature (n, H).
-
-    positions, cache_loc: (n, B). teacher (n, B) forces the step inputs (training); without
-    it each step reads the previous step's argmax. Returns logits (n, B-1, V).
-    """
-    eps = drafter.config.model.rms_norm_eps
-    out = []
-    for j in range(positions.shape[1] - 1):
-        tok = teacher[:, j] if teacher is not None else tokens
-        x = eagle_inputs(drafter, in_proj, target, tok, feature)[:, None]
-        batch = ForwardBatch(positions[:, j : j + 1], cache_loc[:, j : j + 1], req_rows,
-                             prefix_lens + j + 1)
-        h = draft_stack(drafter, target, x, batch, req_to_token, k_pool, v_pool,
-                        causal=True)[:, 0]
-        feature = rms_norm(h, drafter.hidden_norm, eps)
-        logits = target.logits(rms_norm(h, drafter.norm, eps))
-        tokens = logits.argmax(dim=-1)
-        out.append(logits)
-    return torch.stack(out, dim=1)
 
 
 def eagle_block_logits(drafter: Drafter, in_proj: torch.Tensor, target: Target,
@@ -90,69 +60,6 @@ def eagle_block_logits(drafter: Drafter, in_proj: torch.Tensor, target: Target,
     return chain(drafter, in_proj, target, None, g_prev[b, p], layout.positions,
                  layout.cache_loc, layout.req_rows, p, table, pool[0], pool[1],
                  teacher=teacher)
-
-
-class EagleProposer(DFlashProposer):
-    """Runs the EAGLE-style chain in the engine; keeps each request's last target feature."""
-
-    def __init__(self, drafter: Drafter, target: Target, in_proj: torch.Tensor,
-                 block_size: int | None = None):
-        super().__init__(drafter, target, block_size)
-        self.in_proj = in_proj.to(device=target.device, dtype=target.dtype)
-
-    def bind(self, target: Target, pool, graphs, *args) -> None:
-        super().bind(target, pool, graphs, *args)
-        shape = (pool.req_to_token.shape[0], self.drafter.fc.shape[1])
-        prev = getattr(self, "_prev", None)
-        if prev is not None and prev.shape == shape:
-            prev.zero_()  # the same buffer: CUDA graphs captured earlier read it in place
-        else:
-            self._prev = torch.zeros(shape, dtype=target.dtype, device=target.device)
-
-    def _context(self, ids, feats, positions, cache_loc, req_rows, kv_lens) -> None:
-        x = eagle_inputs(self.drafter, self.in_proj, self.target, ids,
-                         context_hidden(self.drafter, feats.flatten(0, 1)).view(
-                             *feats.shape[:2], -1))
-        draft_stack(self.drafter, self.target, x,
-                    ForwardBatch(positions, cache_loc, req_rows, kv_lens),
-                    self.pool.req_to_token, self.pool.draft_k, self.pool.draft_v, causal=True)
-
-    def prefill(self, input_ids, batch: ForwardBatch, aux) -> None:
-        bs = aux.shape[0]
-        shifted = torch.cat([torch.zeros_like(aux[:, :1]), aux[:, :-1]], dim=1)
-        self._context(input_ids, shifted, *batch)
-        self._prev[batch.req_rows] = aux[torch.arange(bs, device=aux.device),
-                                         batch.kv_lens - 1]
-
-    def _draft(self, anchor, positions, cache_loc, req_rows, prefix_lens) -> torch.Tensor:
-        g = context_hidden(self.drafter, self._prev[req_rows])
-        logits = chain(self.drafter, self.in_proj, self.target, anchor, g, positions,
-                       cache_loc, req_rows, prefix_lens, self.pool.req_to_token,
-                       self.pool.draft_k, self.pool.draft_v)
-        return torch.cat([anchor[:, None], logits.argmax(dim=-1)], dim=1)
-
-    def propose(self, rnd: Round) -> Proposal:
-        self._candidates = self.graphs.run(("eagle-draft", id(self)), self._draft,
-                                           rnd.verified_id, rnd.positions, rnd.cache_loc,
-                                           rnd.req_rows, rnd.prefix_lens).clone()
-        return Proposal(self._candidates)
-
-    def _commit(self, candidates, aux, positions, cache_loc, req_rows, prefix_lens,
-                commit_lens) -> None:
-        # Column j's input pairs its token with the feature of position j-1; columns past
-        # commit_len are rewritten by the next round's chain before anything reads them.
-        feats = torch.cat([self._prev[req_rows][:, None], aux[:, :-1]], dim=1)
-        self._context(candidates, feats, positions, cache_loc, req_rows,
-                      prefix_lens + self.block_size)
-        last = aux[torch.arange(aux.shape[0], device=aux.device),
-                   (commit_lens.long() - 1).clamp(min=0)]
-        keep = (commit_lens > 0)[:, None]
-        self._prev[req_rows] = torch.where(keep, last, self._prev[req_rows])
-
-    def commit(self, rnd: Round, aux, commit_lens) -> None:
-        self.graphs.run(("eagle-commit", id(self)), self._commit, self._candidates, aux,
-                        rnd.positions, rnd.cache_loc, rnd.req_rows, rnd.prefix_lens,
-                        commit_lens)
 
 
 def chain_mask(anchors: torch.Tensor, s: int, steps: int, dtype: torch.dtype) -> torch.Tensor:

@@ -58,7 +58,8 @@ def evaluate(out: Path, tgt: Target, tok_path: Path, recipe, drafter_stages: lis
              ) -> dict:
     """Greedy decoding of held-out prompts: plain, then with every drafter (each timed on
     its second run)."""
-    from reference.loaders import load_dflash
+    from reference.methods import build
+    from reference.methods.variants import drafter_spec
 
     tok = load_tokenizer(tok_path)
     prompts = split_prompts(tok, "test", recipe.eval_prompts, recipe.prompt_len,
@@ -70,7 +71,7 @@ def evaluate(out: Path, tgt: Target, tok_path: Path, recipe, drafter_stages: lis
               "samples": [{"prompt": tok.decode(p), "completion": tok.decode(c)}
                           for p, c in zip(prompts[:3], plain.tokens)]}
     for stage in drafter_stages:
-        proposer = load_dflash(out / stage, tgt)
+        proposer = build(drafter_spec(out / stage), tgt)
         generate(tgt, prompts, proposer=proposer, **kw)  # warm-up, as above
         spec = generate(tgt, prompts, proposer=proposer, **kw)
         result[stage] = {

@@ -183,20 +183,23 @@ def measure(model_dir: Path, prompts, mask_id: int, max_new: int, device: str) -
     """Greedy TPF of ISD N in {4, 8} and LinearSpec B in {4, 8}; plain greedy as reference."""
     from reference.generate import generate
     from reference.loaders import load_target
-    from reference.selfspec import ISD, LinearSpec, tpf_closed_form
+    from reference.methods import MethodSpec, build
+    from reference.selfspec import ISD, tpf_closed_form
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     target = load_target(model_dir, device=device, dtype=dtype)
     plain = generate(target, prompts, max_new_tokens=max_new).tokens
     rows = []
-    for name, size in (("isd", 4), ("isd", 8), ("linearspec", 4), ("linearspec", 8)):
-        mode = ISD(size, mask_id) if name == "isd" else LinearSpec(mask_id, ((1 << 30, size),))
+    specs = [MethodSpec.of("isd", stride=n, mask_token_id=mask_id) for n in (4, 8)]
+    specs += [MethodSpec.of("linearspec", block_size=b, mask_token_id=mask_id) for b in (4, 8)]
+    for spec in specs:
+        mode = build(spec, target)
         out = generate(target, prompts, proposer=mode, max_new_tokens=max_new)
-        s = out.stats
-        row = {"mode": name, "size": size, "tokens_per_forward": s["tokens_per_forward"],
+        s, size = out.stats, spec.kwargs.get("stride", spec.kwargs.get("block_size"))
+        row = {"mode": spec.name, "size": size, "tokens_per_forward": s["tokens_per_forward"],
                "tau": s["tau"], "acceptance": s["acceptance"], "forwards": s["forwards"],
                "greedy_match": sum(a == b for a, b in zip(out.tokens, plain)) / len(plain)}
-        if name == "isd":
+        if isinstance(mode, ISD):  # the closed form is ISD's
             row["tpf_closed_form"] = tpf_closed_form(s["acceptance"], size)
             row["tpf_vs_closed_form"] = s["tokens_per_forward"] / row["tpf_closed_form"] - 1
         rows.append(row)

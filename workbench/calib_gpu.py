@@ -28,12 +28,12 @@ import torch
 from reference import ops
 from reference.cuda_graphs import GraphCache
 from reference.device import Fence
-from reference.dflash import DFlashProposer
 from reference.engine import Engine, runtime
 from reference.generate import generate
-from reference.loaders import random_dflash, random_target
+from reference.loaders import random_target
+from reference.methods import BuildContext, MethodSpec, build
 from reference.model import ForwardBatch
-from reference.proposers import OracleProposer, Round, geometric_survival
+from reference.proposers import Round
 from reference.verify import Sampling
 
 WARM_S = 0.02  # untimed replays of a point's exact shape before its timed ones (seconds)
@@ -52,10 +52,10 @@ class Bench:
         self.target = random_target(preset, device=self.dev, dtype=dtype)
         if self.cuda and compile_layers:
             self.target.enable_compile()
-        base = random_dflash(preset, self.target)
+        base = build(MethodSpec.of("dflash", random=preset), self.target)
         self.own_block = base.block_size
-        self.drafters = {b: DFlashProposer(base.drafter, self.target, block_size=b)
-                         for b in sorted({*blocks, base.block_size})}
+        self.drafters = {b: build(MethodSpec.of("dflash", weights_of=base, block_size=b),
+                                  self.target) for b in sorted({*blocks, base.block_size})}
         self.layer_ids = base.target_layer_ids
         self.rt = runtime(self.target, base.draft_kv, max_requests, context_len)
         self.pool = self.rt.pool
@@ -247,8 +247,9 @@ class Bench:
             self.target.runtime.graphs = GraphCache(self.dev, enabled=False)
         try:
             ar = generate(self.target, prompts, max_new_tokens=new_tokens)
-            curve = geometric_survival(min(4.0, self.own_block), self.own_block)
-            oracle = OracleProposer(ar.tokens, self.own_block, curve, shadow=shadow)
+            oracle = build(MethodSpec.of("oracle", tau=min(4.0, self.own_block),
+                                         block_size=self.own_block, shadow=True), self.target,
+                           BuildContext(streams=ar.tokens, drafter=shadow))
             spec = generate(self.target, prompts, proposer=oracle, max_new_tokens=new_tokens)
         finally:
             self.target.runtime.graphs = saved

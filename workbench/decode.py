@@ -1,13 +1,16 @@
 """`python -m workbench decode`: decode prompts with the reference engine, AR or speculative.
 
-    python -m workbench decode random:tiny --drafter oracle --tau 3 --batch-size 4
+    python -m workbench decode random:tiny --method oracle:tau=3,block_size=8 --batch-size 4
     python -m workbench decode path/to/Qwen3 --drafter path/to/DFlash --prompts p.jsonl
+    python -m workbench decode random:tiny --method isd:stride=4
 
-The target is an HF directory or `random:<preset>` (reference.loaders.PRESETS); the drafter
-a z-lab DFlash directory, `random` (random weights of the preset's drafter shapes), `oracle`
-(the target's own greedy continuation corrupted to mean commit length --tau), or omitted for
-plain autoregressive decoding. Prompts come from a JSON-lines file of token-id lists, or are
-random. Prints tokens/s, tau, the commit-length histogram and the per-round time split.
+The target is an HF directory or `random:<preset>` (reference.loaders.PRESETS). The method
+is any registered one (reference/methods/, `--method list` names them) as
+`name:key=value,...`; `--drafter DIR` is the method of a drafter folder (its config's
+variant: DFlash, or one of the ablations), `--drafter random` a DFlash drafter with random
+weights of the preset's shapes; neither means plain autoregressive decoding. Prompts come
+from a JSON-lines file of token-id lists, or are random. Prints tokens/s, tau, the
+commit-length histogram and the per-round time split.
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ import json
 def _args(argv):
     p = argparse.ArgumentParser(prog="python -m workbench decode", description=__doc__)
     p.add_argument("target", help="HF Qwen3 directory or random:<preset>")
-    p.add_argument("--drafter", default=None, help="DFlash directory, 'random' or 'oracle'")
+    p.add_argument("--method", default=None,
+                   help="registered method spec, e.g. oracle:tau=6.5, isd:stride=4, "
+                        "prompt_lookup:block_size=8; 'list' prints the names")
+    p.add_argument("--drafter", default=None, help="drafter folder, or 'random'")
     p.add_argument("--prompts", default=None, help="JSON lines, one list of token ids each")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--prompt-len", type=int, default=64, help="random prompts' length")
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--block-size", type=int, default=None, help="B (default: the drafter's)")
-    p.add_argument("--tau", type=float, default=6.5, help="oracle's mean commit length")
+    p.add_argument("--block-size", type=int, default=None,
+                   help="B of --drafter (default: the drafter's); a --method takes block_size=")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
@@ -38,10 +44,16 @@ def main(argv=None) -> int:
     import torch
 
     from reference.generate import generate
-    from reference.loaders import load_dflash, load_target, random_dflash, random_target
-    from reference.proposers import OracleProposer, geometric_survival
+    from reference.loaders import load_target, random_target
+    from reference.methods import BuildContext, MethodSpec, build, names
+    from reference.methods.variants import drafter_spec
 
     args = _args(argv)
+    if args.method == "list":
+        print("\n".join(names()))
+        return 0
+    if args.method and args.drafter:
+        raise SystemExit("give --method or --drafter, not both")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     preset = args.target.removeprefix("random:")
@@ -59,15 +71,15 @@ def main(argv=None) -> int:
         shape = (args.batch_size, args.prompt_len)
         prompts = torch.randint(0, target.config.vocab_size, shape, generator=gen).tolist()
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    proposer = None
-    if args.drafter == "oracle":
-        block = args.block_size or 16
-        streams = generate(target, prompts, max_new_tokens=args.max_new_tokens).tokens
-        proposer = OracleProposer(streams, block, geometric_survival(args.tau, block))
-    elif args.drafter == "random":
-        proposer = random_dflash(preset, target, block_size=args.block_size)
+    block = {} if args.block_size is None else {"block_size": args.block_size}
+    if args.drafter == "random":
+        spec = MethodSpec.of("dflash", random=preset, **block)
     elif args.drafter:
-        proposer = load_dflash(args.drafter, target, block_size=args.block_size)
+        spec = drafter_spec(args.drafter, **block)
+    else:
+        spec = MethodSpec.parse(args.method or "none")
+    proposer = build(spec, target, BuildContext(prompts, args.max_new_tokens))
+    print(f"method: {spec}")
     generate(target, prompts, proposer=proposer, max_new_tokens=min(8, args.max_new_tokens),
              **sampling)  # warm-up: CUDA graphs, compilation
     out = generate(target, prompts, proposer=proposer, max_new_tokens=args.max_new_tokens,

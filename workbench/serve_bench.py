@@ -4,12 +4,13 @@
     python -m workbench serve-bench --target random:tiny --device cpu --concurrency 1,4 \\
         --prompt-len 16 --max-new-tokens 24 --out /tmp/sb              # CPU smoke, seconds
 
-Setups: `--target` (default a random Qwen3-8B-shaped bf16 model) with methods `ar` (no
-speculation) and `oracle` (DFlash rounds at controlled acceptance: a drafter of the preset's
-DFlash shapes runs its draft forward and KV injection every round, its drafts replaced by
-the target's own greedy continuation corrupted to a geometric survival curve of mean commit
-length --tau, B = --block-size); with `--toy DIR`, then the toy target DIR/target with `ar`
-and `dflash` (its trained drafter DIR/dflash-b16), prompts from the toy corpus' test split.
+Setups: `--target` (default a random Qwen3-8B-shaped bf16 model) with `--methods`, registered
+method specs separated by ';' (reference/methods/; default `none` and `oracle`: DFlash rounds
+at controlled acceptance, the shared `--drafter` running its draft forward and KV injection
+every round as the oracle's shadow, its drafts replaced by the target's own greedy
+continuation corrupted to a geometric survival curve of mean commit length --tau, B =
+--block-size); with `--toy DIR`, then the toy target DIR/target with `none` and its trained
+drafter DIR/dflash-b16, prompts from the toy corpus' test split.
 Each method runs in `sync` and `overlap` mode (reference/serve/loop.py), each run after a
 warm-up through the same loop (`Server.warm_up`: one batch of requests per batch bucket).
 Closed loop: at concurrency C, C clients each send their next request when the previous one
@@ -50,12 +51,14 @@ def _args(argv):
     p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
     p.add_argument("--concurrency", default="1,4,8,16,32,64")
     p.add_argument("--modes", default="sync,overlap")
-    p.add_argument("--methods", default="ar,oracle", help="of --target: ar, oracle, dflash")
-    p.add_argument("--tau", type=float, default=6.5, help="oracle's mean commit length")
+    p.add_argument("--methods", default=None,
+                   help="method specs of --target separated by ';' (default: none;oracle:"
+                        "tau=TAU,block_size=B,shadow=true)")
+    p.add_argument("--tau", type=float, default=6.5, help="default oracle's mean commit length")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--drafter", default="random",
-                   help="'random' (the preset's DFlash shapes), a z-lab DFlash directory, or "
-                        "'none'; the oracle runs it as its shadow, method dflash drafts with it")
+                   help="the shared drafter: 'random' (the preset's DFlash shapes), a drafter "
+                        "folder, or 'none'; an oracle with shadow=true runs it as its shadow")
     p.add_argument("--prompt-len", type=int, default=256)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--spread", type=float, default=0.0, help="max new tokens drawn in "
@@ -158,31 +161,29 @@ def _counting_syncs(server, workload):
 def _sweep(name, target, shadow, methods, prompts, max_new, args, result: dict) -> None:
     """Every (concurrency, method, mode) run of one setup into `result` (saved after each)."""
     from reference.engine import runtime
-    from reference.proposers import OracleProposer, geometric_survival
+    from reference.methods import BuildContext, build
     from reference.serve import make_requests
 
     sweep = [int(c) for c in args.concurrency.split(",")]
     streams = _streams(target, prompts, max_new)
-    block = shadow.block_size if shadow is not None else args.block_size
-    context = max(len(p) for p in prompts) + max(max_new) + 2 * block
+    context = BuildContext(prompts, max(max_new), streams, shadow)
+    built = {}
+    for spec in methods:  # one proposer per method, reseeded per concurrency by the engine
+        built[spec] = build(spec, target, context)
+    blocks = [p.block_size for p in built.values() if p is not None] or [1]
+    width = max(len(p) for p in prompts) + max(max_new) + 2 * max(blocks)
     runtime(target, shadow.draft_kv if shadow else None, max(sweep),
-            -(-context // 64) * 64)  # one pool (with the draft KV) for every run
-    curve = geometric_survival(args.tau, block) if "oracle" in methods else None
-    result["setups"][name] = _shapes(name, target, shadow, prompts, max_new, curve, args)
+            -(-width // 64) * 64)  # one pool (with the draft KV) for every run
+    result["setups"][name] = _shapes(name, target, shadow, prompts, max_new, built, args)
     for conc in sweep:
         n = max(conc * args.requests_per_client, args.min_requests)
         reqs = make_requests(prompts[:n], max_new[:n])
-        for method in methods:
+        for spec, proposer in built.items():
+            method = spec.name
             for mode in args.modes.split(","):
-                if method == "oracle":
-                    proposer = OracleProposer(streams, block, curve, seed=args.seed + conc,
-                                              shadow=shadow)
-                elif method == "dflash" and shadow is None:
-                    raise ValueError("method dflash needs a drafter")
-                else:
-                    proposer = shadow if method == "dflash" else None
                 row, timeline = _run(target, proposer, reqs, streams, conc, mode, args)
-                result["rows"].append({"setup": name, "method": method, **row})
+                result["rows"].append({"setup": name, "method": method, "spec": str(spec),
+                                       **row})
                 print(f"[{time.perf_counter() - T0:6.1f} s] {name} C={conc} {method} {mode}: "
                       f"{row['throughput_tok_s']:.1f} tok/s", flush=True)
                 if args.out:
@@ -191,7 +192,7 @@ def _sweep(name, target, shadow, methods, prompts, max_new, args, result: dict) 
                     save(result, args.out)
 
 
-def _shapes(name, target, shadow, prompts, max_new, curve, args) -> dict:
+def _shapes(name, target, shadow, prompts, max_new, built, args) -> dict:
     """What `experiments.spec_v2` needs to simulate the setup."""
     c = target.config
     model = {"name": name, "hidden_size": c.hidden_size, "num_layers": c.num_layers,
@@ -204,6 +205,8 @@ def _shapes(name, target, shadow, prompts, max_new, curve, args) -> dict:
                    "target_features": len(shadow.target_layer_ids)}
     lens = [len(p) for p in prompts]
     mean = sum(lens) / len(lens)
+    curves = [getattr(p, "survival", None) for p in built.values()]
+    curve = next((c for c in curves if c is not None), None)
     return {"model": model, "drafter": drafter, "oracle_survival": curve,
             "prompt_tokens_mean": mean,
             "prompt_tokens_cv": (sum((x - mean) ** 2 for x in lens) / len(lens)) ** 0.5 / mean,
@@ -227,13 +230,9 @@ def run(argv=None) -> dict:
     """Run the sweep of `argv` (the command's arguments); returns the result document."""
     import torch
 
-    from reference.loaders import (
-        DFLASH_PRESETS,
-        load_dflash,
-        load_target,
-        random_dflash,
-        random_target,
-    )
+    from reference.loaders import DFLASH_PRESETS, load_target, random_target
+    from reference.methods import MethodSpec, build
+    from reference.methods.variants import drafter_spec
 
     args = _args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -256,12 +255,16 @@ def run(argv=None) -> dict:
             target.enable_compile()
         shadow = None
         if args.drafter == "random" and preset in DFLASH_PRESETS:
-            shadow = random_dflash(preset, target, block_size=args.block_size)
+            shadow = build(MethodSpec.of("dflash", random=preset, block_size=args.block_size),
+                           target)
         elif args.drafter not in ("random", "none"):
-            shadow = load_dflash(args.drafter, target, block_size=args.block_size)
+            shadow = build(drafter_spec(args.drafter, block_size=args.block_size), target)
+        methods = args.methods or (f"none;oracle:tau={args.tau},block_size={args.block_size},"
+                                   f"shadow={'true' if shadow is not None else 'false'}")
         prompts = _random_prompts(args, target.config.vocab_size, n)
         name = Path(preset).name
-        _sweep(name, target, shadow, args.methods.split(","), prompts, max_new, args, result)
+        _sweep(name, target, shadow, [MethodSpec.parse(m) for m in methods.split(";")],
+               prompts, max_new, args, result)
         if args.toy:
             _release(target)
             del target, shadow
@@ -270,9 +273,11 @@ def run(argv=None) -> dict:
             target = load_target(toy / "target", device=device, dtype=dtype)
             if cuda and not args.no_compile:
                 target.enable_compile()
-            shadow = load_dflash(toy / "dflash-b16", target)
+            drafter = drafter_spec(toy / "dflash-b16")
+            shadow = build(drafter, target)
             prompts = _toy_prompts(toy, args, target.config.vocab_size, n)
-            _sweep("toy", target, shadow, ["ar", "dflash"], prompts, max_new, args, result)
+            _sweep("toy", target, shadow, [MethodSpec.of("none"), drafter], prompts, max_new,
+                   args, result)
         _release(target)
         result["ratios"] = ratios(result["rows"])
     finally:

@@ -45,10 +45,9 @@ def measure(args) -> dict:
     """Every cell of the grid, `args.repeats` times each after a warm-up."""
     import torch
 
-    from reference.dflash import DFlashProposer
     from reference.generate import generate
-    from reference.loaders import random_dflash, random_target
-    from reference.proposers import OracleProposer
+    from reference.loaders import random_target
+    from reference.methods import BuildContext, MethodSpec, build
 
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
@@ -56,16 +55,18 @@ def measure(args) -> dict:
                            dtype=torch.bfloat16 if cuda else torch.float32)
     if cuda and not args.no_compile:
         target.enable_compile()
-    base = random_dflash(args.model, target)
-    drafters = {b: DFlashProposer(base.drafter, target, block_size=b) for b in args.blocks}
+    base = build(MethodSpec.of("dflash", random=args.model), target)
+    drafters = {b: build(MethodSpec.of("dflash", weights_of=base, block_size=b), target)
+                for b in args.blocks}
     gen = torch.Generator().manual_seed(0)
     vocab = target.config.vocab_size
     prompts = torch.randint(0, vocab, (max(args.concurrency), args.prompt), generator=gen)
     prompts = prompts.tolist()
     b0 = max(args.blocks)
     # The first call sizes the pool (draft layers, full context) for every later call.
-    generate(target, prompts[:1], proposer=OracleProposer([[0]], b0, shadow=drafters[b0]),
-             max_new_tokens=args.new_tokens)
+    setup = build(MethodSpec.of("oracle", block_size=b0, shadow=True), target,
+                  BuildContext(streams=[[0]], drafter=drafters[b0]))
+    generate(target, prompts[:1], proposer=setup, max_new_tokens=args.new_tokens)
     runs = []
     for c in args.concurrency:
         batch = prompts[:c]
@@ -77,8 +78,9 @@ def measure(args) -> dict:
         for b in args.blocks:
             curve = [args.alpha ** j for j in range(1, b)]
             for r in range(-1, args.repeats):  # -1: warm-up (graph captures of every bucket)
-                oracle = OracleProposer(streams, b, curve, seed=1000 * b + r,
-                                        shadow=drafters[b])
+                oracle = build(MethodSpec.of("oracle", survival=curve, block_size=b,
+                                             seed=1000 * b + r, shadow=True), target,
+                               BuildContext(streams=streams, drafter=drafters[b]))
                 cell, tokens = run_cell(target, batch, oracle, args.new_tokens)
                 if r >= 0:
                     runs.append({"concurrency": c, "method": "dflash", "block": b,

@@ -123,3 +123,11 @@ def drafter_dir(tmp_path_factory, tiny_dir) -> Path:
 @pytest.fixture(scope="session")
 def dflash(drafter_dir, target):
     return load_dflash(drafter_dir, target)
+
+
+@pytest.fixture(scope="module")
+def small_vocab(tmp_path_factory):
+    """A vocabulary of 8 (target, its transformers model): exact joints by enumeration."""
+    path = tmp_path_factory.mktemp("v8")
+    write_target(path, seed=1, vocab_size=8, initializer_range=0.4)
+    return load_target(path), Qwen3ForCausalLM.from_pretrained(path).eval()

@@ -14,7 +14,8 @@ from reference.engine import Runtime
 from reference.generate import generate
 from reference.kv_pool import KVPool, KVShape, PoolFullError
 from reference.loaders import load_dflash
-from reference.proposers import OracleProposer, geometric_survival
+from reference.methods.oracle import OracleProposer
+from reference.proposers import geometric_survival
 
 
 def _prompts(lens, vocab, seed=0):

@@ -8,7 +8,8 @@ import torch
 from reference import ops
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
-from reference.proposers import OracleProposer, geometric_survival
+from reference.methods.oracle import OracleProposer
+from reference.proposers import geometric_survival
 
 pytestmark = pytest.mark.gpu
 

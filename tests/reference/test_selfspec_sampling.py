@@ -14,13 +14,10 @@ import pytest
 import torch
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
-from transformers import Qwen3ForCausalLM
 
 from reference.generate import generate
-from reference.loaders import load_target
 from reference.selfspec import ISD, LinearSpec
 from reference.verify import Sampling, verify_sampling
-from tests.reference.conftest import write_target
 
 ROWS = 20000
 
@@ -72,13 +69,6 @@ def test_argmax_with_softmax_q_is_biased():
     d = int(q.argmax())
     assert float(emitted[d]) == pytest.approx(min(1.0, float(p[d] / q[d])), abs=0.01)
     assert float(emitted[d] - p[d]) > 0.05  # far outside sampling noise (~0.004)
-
-
-@pytest.fixture(scope="module")
-def small_vocab(tmp_path_factory):
-    path = tmp_path_factory.mktemp("v8")
-    write_target(path, seed=1, vocab_size=8, initializer_range=0.4)
-    return load_target(path), Qwen3ForCausalLM.from_pretrained(path).eval()
 
 
 def exact_joint_23(model, prompt):

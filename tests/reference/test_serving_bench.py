@@ -25,7 +25,8 @@ def test_serve_bench_cpu_smoke(tmp_path, capsys, tiny_dir, drafter_dir):
     assert doc["meta"]["git_sha"] and doc["env"]["gpu"] == "cpu"
     rows = doc["rows"]
     assert {(r["setup"], r["concurrency"], r["method"], r["mode"]) for r in rows} == {
-        (s, c, m, mode) for s, methods in (("tiny", ("ar", "oracle")), ("toy", ("ar", "dflash")))
+        (s, c, m, mode)
+        for s, methods in (("tiny", ("none", "oracle")), ("toy", ("none", "dflash")))
         for c in (1, 3) for m in methods for mode in ("sync", "overlap")}
     for r in rows:
         assert r["lossless"] and r["throughput_tok_s"] > 0
@@ -34,7 +35,7 @@ def test_serve_bench_cpu_smoke(tmp_path, capsys, tiny_dir, drafter_dir):
         assert r["host_ms_per_step"] > 0 and r["requests"] == max(2 * r["concurrency"], 4)
         assert r["discarded_rows"] == 0 if r["mode"] == "sync" else r["discarded_rows"] > 0
     assert {(q["setup"], q["method"]) for q in doc["ratios"]} == {
-        ("tiny", "ar"), ("tiny", "oracle"), ("toy", "ar"), ("toy", "dflash")}
+        ("tiny", "none"), ("tiny", "oracle"), ("toy", "none"), ("toy", "dflash")}
     setups = doc["setups"]
     assert setups["tiny"]["model"]["num_layers"] > 0 and setups["toy"]["drafter"]["layers"] == 2
     assert len(setups["tiny"]["oracle_survival"]) == 7
@@ -49,7 +50,8 @@ def test_serve_bench_open_loop(capsys):
 
     doc = run(["--target", "random:tiny", "--device", "cpu", "--concurrency", "2",
                "--prompt-len", "8", "--max-new-tokens", "12", "--block-size", "4", "--tau", "2.5",
-               "--methods", "oracle,dflash", "--modes", "overlap", "--rate", "500",
+               "--methods", "oracle:tau=2.5,shadow=true;dflash:random=tiny,block_size=4",
+               "--modes", "overlap", "--rate", "500",
                "--spread", "0.5"])
     assert [(r["method"], r["lossless"]) for r in doc["rows"]] == [("oracle", True),
                                                                     ("dflash", True)]

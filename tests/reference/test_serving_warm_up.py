@@ -15,7 +15,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from reference.cuda_graphs import GraphCache
 from reference.generate import generate
-from reference.proposers import OracleProposer, geometric_survival
+from reference.methods.oracle import OracleProposer
+from reference.proposers import geometric_survival
 from reference.serve import ClosedLoop, ServeConfig, Server, make_requests
 from reference.verify import Sampling
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from reference.generate import generate
 from reference.loaders import load_target
-from reference.proposers import OracleProposer, Proposal, Proposer
+from reference.methods.oracle import OracleProposer
+from reference.proposers import Proposal, Proposer
 from reference.verify import Sampling, target_probs, verify_greedy, verify_sampling
 from tests.reference.conftest import write_target
 

@@ -10,11 +10,12 @@ import torch
 
 from experiments.acceptance import AcceptanceConfig, measure
 from reference.loaders import load_target
+from reference.methods.eagle import EagleProposer
+from reference.methods.variants import FusionProposer
 from toy import step_cost
 from toy.ablations import ABLATIONS, ablation_config, run_ablations
-from toy.eagle import EagleProposer
 from toy.recipe import MICRO
-from toy.variants import FusionProposer, load_variant, variant_of
+from toy.variants import load_variant, variant_of
 
 BASE = dataclasses.replace(MICRO.drafters[0], steps=3)
 
