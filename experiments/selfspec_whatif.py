@@ -1,6 +1,6 @@
 """`python -m experiments.selfspec_whatif [--out DIR] [--toy-metrics M]`: self-spec what-if.
 
-Self-speculation (I-DLM ISD, Nemotron LinearSpec; simulator/selfspec.py) against a separate
+Self-speculation (I-DLM ISD, Nemotron LinearSpec; simulator/methods/) against a separate
 DFlash drafter (B = 16) and no speculation, in the discrete-event simulator (`simulator.run`,
 roofline costs) on Qwen3-8B / one H200, closed loop at concurrency 1..256 (max running =
 concurrency, 4c requests, at least 64), MATH-500 lengths, temperature 0. Acceptance, from the

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.methods import METHODS
 from simulator.params import ConfigError, SimConfig
-from simulator.presets import published_tau
 
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
 _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
@@ -198,9 +198,11 @@ def load_recordings(path: str) -> list[np.ndarray]:
 
 
 def preset_tau(cfg: SimConfig) -> tuple[float, int]:
-    """(tau, block size) of the preset curve: the published value unless spec.tau is set."""
+    """(tau, block size) of the preset curve: the method's published value (simulator/
+    presets.py, `SpecMethod.published_tau`) unless spec.tau is set."""
     s = cfg.spec
-    tau, block = published_tau(s.method, cfg.model.name, cfg.workload.dataset, s.temperature)
+    tau, block = METHODS[s.method].published_tau(cfg.model.name, cfg.workload.dataset,
+                                                 s.temperature)
     return (s.tau if s.tau is not None else tau), (s.trained_block_size or block)
 
 
@@ -210,7 +212,7 @@ def make_acceptance(cfg: SimConfig, n_slots: int, difficulty: np.ndarray,
     the latent z of every request id."""
     s = cfg.spec
     B = s.block_size
-    if s.method == "none" or B == 1:
+    if B == 1:  # nothing drafted (spec.method = none validates to B = 1)
         return CurveAcceptance(n_slots, 1, 0.0, 0.0, rng)
     if s.acceptance == "constant":
         alpha = min(max(s.alpha, 1e-12), 1 - 1e-12)

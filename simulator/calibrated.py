@@ -9,8 +9,11 @@ the method's sum is exactly the engine's round at grid points:
 
 - none: target(nb, 1, kv) + lm_head(nb);
 - dflash: draft block(nb, B, kv) [draft layers, head on B-1 rows, argmax] + target(nb, B,
-  kv) + lm_head(nb * B) + inject(nb * B) (DFlash in simulator/methods.py adds the heads and
-  the injection of the real rows; the padding rows' share is added to the forwards here);
+  kv) + lm_head(nb * B) + inject(nb * B) (DFlash in simulator/methods/dflash.py adds the
+  heads and the injection of the real rows; the padding rows' share is added to the
+  forwards here);
+- the method says which of these rows price it (`SpecMethod.calibration_rows`: `none`
+  whenever B = 1) and checks the table's drafter shapes (`check_calibration`);
 - prefill: the fit of the measured `Engine.prefill` wall (`PrefillFit`: a floor, then linear
   in tokens and attention pairs; n requests padded to the longest chunk), less the host time
   the simulator adds around every round (the wall already contains it: adding it again
@@ -39,6 +42,7 @@ import numpy as np
 
 from simulator.calibration import bucket, load_calibration
 from simulator.costs import RooflineCostModel
+from simulator.methods import METHODS
 from simulator.params import ConfigError, HardwareParams, SimConfig
 
 
@@ -49,17 +53,13 @@ class CalibratedCostModel:
         name = cfg.engine.calibration or f"h200/{cfg.model.name}"
         doc = load_calibration(name, cfg.model)
         s = cfg.spec
-        method = "none" if s.method == "none" or s.block_size == 1 else s.method
-        if method not in ("none", "dflash"):
+        cls = METHODS[s.method]
+        method = cls.calibration_rows(s)
+        if method is None:
+            covered = ", ".join(n for n, m in METHODS.items() if m.calibration is not None)
             raise ConfigError(f"spec.method = {s.method!r}: calibrated tables cover the "
-                              "reference engine's methods (none, dflash) only")
-        d = doc["drafter"]
-        if method == "dflash" and (d["num_layers"] != s.draft_layers
-                                   or len(d["target_layer_ids"]) != s.target_features):
-            raise ConfigError(
-                f"calibration table {doc['path']}: drafter of {d['num_layers']} layers and "
-                f"{len(d['target_layer_ids'])} target features, but spec.draft_layers = "
-                f"{s.draft_layers} and spec.target_features = {s.target_features}")
+                              f"reference engine's methods ({covered}) only")
+        cls.check_calibration(s, doc)
         self.t = doc["built"]
         self.roof = RooflineCostModel(dataclasses.replace(
             cfg, hardware=HardwareParams(name=doc["hardware"]["name"])))

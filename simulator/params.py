@@ -17,11 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.errors import ConfigError
+from simulator.methods import METHODS
+
 BIG = 1 << 30
-
-
-class ConfigError(ValueError):
-    """A configuration value is out of range, of the wrong kind, or inconsistent."""
 
 
 def param(default: Any, lo: float | None = None, hi: float | None = None,
@@ -69,9 +68,10 @@ class HardwareParams:
 class SpecParams:
     """Speculative method, block size, drafter shape and acceptance model."""
 
-    method: str = param("dflash", choices=("none", "ar_chain", "dflash", "isd", "linearspec",
-                                           "dspark"))
-    block_size: int = param(16, 1, 256, doc="B: tokens verified per request per round")
+    method: str = param("dflash", choices=tuple(METHODS),
+                        doc="a registered simulator method (simulator/methods/)")
+    block_size: int = param(16, 1, 256, doc="B: tokens verified per request per round "
+                            "(drafted tokens B - 1)")
     draft_layers: int = param(5, 0, 1024, doc="drafter layers, each of the target's shape")
     target_features: int = param(5, 1, 1024, doc="DFlash: captured target layers fed to fc")
     acceptance: str = param("preset", choices=("preset", "constant", "replay", "mean"))
@@ -85,7 +85,8 @@ class SpecParams:
     markov_rank: int = param(256, 1, 1 << 16, doc="dspark: rank r of the Markov head")
     verify_policy: str = param("production", choices=("fixed", "lossless", "static",
                                                       "production"),
-                               doc="dspark: per-request verify lengths (simulator/dspark.py)")
+                               doc="dspark: per-request verify lengths "
+                               "(simulator/methods/dspark.py)")
     confidence_threshold: float = param(0.5, 0.0, 1.0, doc="dspark static policy: cut at c <")
     confidence_corr: float = param(0.0, 0.0, 1.0, doc="dspark: corr(signal, round latent); "
                                    "0 = per-request curve only (simulator/dspark_confidence)")
@@ -238,15 +239,7 @@ def _check_cross(cfg: SimConfig) -> None:
         raise ConfigError(
             f"model.num_kv_heads = {m.num_kv_heads} must divide model.num_heads = {m.num_heads}"
         )
-    if s.method == "none" and s.block_size != 1:
-        raise ConfigError(f"spec.block_size = {s.block_size} must be 1 when spec.method = none")
-    if s.method == "dspark" and s.block_size < 2:
-        raise ConfigError("spec.block_size = 1 is outside [2, 256] for dspark (gamma + 1)")
-    if s.method == "dspark" and s.acceptance not in ("preset", "constant"):
-        raise ConfigError(f"spec.acceptance = {s.acceptance} must be preset or constant for "
-                          "dspark (its scheduler reads the per-position curve)")
-    if s.method in ("ar_chain", "dflash", "dspark") and s.block_size > 1 and s.draft_layers < 1:
-        raise ConfigError(f"spec.draft_layers = 0 is outside [1, 1024] for {s.method}")
+    METHODS[s.method].validate(s)
     if cfg.engine.mode == "overlap" and cfg.engine.kv_reserve_blocks < 2:
         raise ConfigError(
             f"engine.kv_reserve_blocks = {cfg.engine.kv_reserve_blocks} is outside [2, 64] "

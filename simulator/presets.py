@@ -1,6 +1,8 @@
 """Published acceptance lengths (tau = mean commit length per round, bonus included).
 
-Keyed by (method, model, dataset, temperature) -> (tau, block size it was measured at).
+Keyed by (method, model, dataset, temperature) -> (tau, block size it was measured at); the
+method is a class's `preset` key (simulator/methods/), which a method without a published
+value leaves None.
 Sources, all from shared/research/dflash-paper.md section 4:
 
 - DFlash, Qwen3-8B/4B, T = 0: paper Table 3 (SGLang, B200) for Math500 and HumanEval

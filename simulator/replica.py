@@ -141,10 +141,12 @@ class Replica(RoundsMixin):
             self._inflight = None
             self.commit(it)
 
-    def _timeline(self, now: float, gpu_s: np.ndarray, n: int, launch_s: float = 0.0):
+    def _timeline(self, now: float, gpu_s: np.ndarray, n: int, launch_s: float = 0.0,
+                  method_plan_s: float = 0.0):
         """Host and GPU times of the next rounds; launch_s: a one-round (prefill) step's
-        host launch, which its GPU work cannot outrun (`timeline_overlap`)."""
-        plan_s, proc_s = self.cost.host_plan_s(n), self.cost.host_process_s(n)
+        host launch, which its GPU work cannot outrun (`timeline_overlap`); method_plan_s:
+        the method's own host work per decode round (`SpecMethod.host_plan_s`)."""
+        plan_s, proc_s = self.cost.host_plan_s(n) + method_plan_s, self.cost.host_process_s(n)
         copy_s = self.cost.copy_s()
         if self.lag:
             pend = self.pending.proc_s if self.pending is not None else None
@@ -242,7 +244,8 @@ class Replica(RoundsMixin):
         if q.ndim == 2:  # verify lengths per round (DSpark): keep the stretch's rounds
             q = q[:commits.length]
         gpu = np.atleast_1d(self.method.decode_gpu_s(self.cost, q, commits.kv))
-        H, s, e, plan_s, proc_s = self._timeline(now, gpu, len(rows))
+        H, s, e, plan_s, proc_s = self._timeline(now, gpu, len(rows),
+                                                 method_plan_s=self.method.host_plan_s(len(rows)))
         return Iteration("decode", H, s, e, gpu, plan_s, proc_s, rows=rows,
                          epochs=st.epoch[rows], q=q, commits=commits, releases=st.releases)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.methods import METHODS
 from simulator.params import ConfigError, ModelParams, SimConfig
 
 
@@ -63,21 +64,16 @@ def target_weight_bytes(m: ModelParams) -> int:
 
 
 def draft_stack(cfg: SimConfig) -> Stack | None:
-    """The drafter's own layers (it shares the target's embedding and LM head), or None."""
-    s = cfg.spec
-    if s.method == "none" or s.draft_layers == 0:
-        return None
-    return Stack.of(cfg.model, s.draft_layers)
+    """The drafter's own layers (it shares the target's embedding and LM head), or None;
+    the method declares how many (`SpecMethod.draft_layers`)."""
+    layers = METHODS[cfg.spec.method].draft_layers(cfg.spec)
+    return Stack.of(cfg.model, layers) if layers else None
 
 
 def fusion_params(cfg: SimConfig) -> int:
-    """The drafter's input projection: DFlash `fc` (K*H -> H), EAGLE-3's (3H -> H)."""
-    h = cfg.model.hidden_size
-    if cfg.spec.method == "dflash":
-        return cfg.spec.target_features * h * h
-    if cfg.spec.method == "ar_chain":
-        return 3 * h * h
-    return 0
+    """The drafter's input projection (DFlash `fc` K*H -> H, EAGLE-3's 3H -> H), as the
+    method declares it (`SpecMethod.fusion_params`)."""
+    return METHODS[cfg.spec.method].fusion_params(cfg.spec, cfg.model.hidden_size)
 
 
 @dataclass(frozen=True)

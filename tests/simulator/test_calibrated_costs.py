@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import simulator
 from simulator.calibrated import CalibratedCostModel
 from simulator.calibration import Table, fill_gaps, load_calibration, round_gpu_s
-from simulator.methods import DFlash, NoSpec
+from simulator.methods import NoSpec
+from simulator.methods.dflash import DFlash
 from simulator.params import ConfigError, ModelParams, SimConfig
 from tests.simulator.synthetic_calibration import BUCKETS, HOST, TOY, write_table
 

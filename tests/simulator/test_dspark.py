@@ -14,7 +14,9 @@ from reference import dspark_schedule as ref
 from simulator import dspark as sim
 from simulator.acceptance import AcceptanceModel
 from simulator.costs import RooflineCostModel
-from simulator.methods import DFlash, make_method
+from simulator.methods import make_method
+from simulator.methods.dflash import DFlash
+from simulator.methods.dspark import DSpark
 from simulator.params import SimConfig
 
 
@@ -77,7 +79,7 @@ def test_global_walk_anticipates():
 
 def test_round_cost_pads_to_bucket_and_sps_falls():
     cost = RooflineCostModel(SimConfig())
-    m = sim.DSpark(gamma=7)
+    m = DSpark(gamma=7)
     kv = np.full(32, 400)
     q = np.full(32, 3)
     padded = sim.pad_to_bucket(int(q.sum()), m.buckets)
@@ -101,10 +103,10 @@ def test_fixed_policy_at_gamma_b_minus_1_is_dflash():
     cost = RooflineCostModel(SimConfig())
     for n in (1, 16, 48, 256):
         q, kv = np.full(n, 8), np.full(n, 600)
-        ds = sim.DSpark(7, 256, policy="fixed").decode_gpu_s(cost, q, kv)
+        ds = DSpark(7, 256, policy="fixed").decode_gpu_s(cost, q, kv)
         df = DFlash(8).decode_gpu_s(cost, q, kv)
         assert df < ds < 1.1 * df
-        assert ds - df < sim.DSpark(7, 256).markov_s(cost, n) + 1e-9
+        assert ds - df < DSpark(7, 256).markov_s(cost, n) + 1e-9
     for c in (4, 32):
         ds, df = _run("dspark", c, verify_policy="fixed"), _run("dflash", c)
         assert ds["speculation"]["committed_tokens"] == df["speculation"]["committed_tokens"]
@@ -116,7 +118,7 @@ def test_config_selects_dspark_and_budgets_never_exceed_fixed():
     cfg = SimConfig.coerce({"spec": {"method": "dspark", "block_size": 6, "markov_rank": 32,
                                      "verify_policy": "lossless", "temperature": 1.0}})
     m = make_method(cfg)
-    assert isinstance(m, sim.DSpark) and (m.gamma, m.rank, m.policy) == (5, 32, "lossless")
+    assert isinstance(m, DSpark) and (m.gamma, m.rank, m.policy) == (5, 32, "lossless")
     fixed = _run("dspark", 64, verify_policy="fixed")["speculation"]
     for policy in ("production", "lossless", "static"):
         s = _run("dspark", 64, verify_policy=policy, confidence_threshold=0.9)["speculation"]
@@ -130,6 +132,6 @@ def test_schedule_lengths_stay_in_one_to_b(seed, n, policy):
     rng = np.random.default_rng(seed)
     acc = AcceptanceModel(n, 8)
     acc.S = np.cumprod(rng.uniform(0.3, 1.0, (n, 7)), axis=1)
-    m = sim.DSpark(7, 64, policy="fixed" if policy == "full" else policy)
+    m = DSpark(7, 64, policy="fixed" if policy == "full" else policy)
     q = m.schedule(RooflineCostModel(SimConfig()), acc, np.arange(n), np.full(n, 500))
     assert q.shape == (n,) and q.min() >= 1 and q.max() <= 8

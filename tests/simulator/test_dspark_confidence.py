@@ -14,6 +14,7 @@ from simulator import dspark as sim
 from simulator import dspark_confidence as conf
 from simulator.acceptance import AcceptanceModel
 from simulator.costs import RooflineCostModel
+from simulator.methods.dspark import DSpark
 from simulator.params import SimConfig
 
 _Y = np.linspace(-9.0, 9.0, 18_001)  # a fine grid: a_k(y) is steep as rho -> 1
@@ -116,7 +117,7 @@ def _acceptance(n: int, seed: int) -> AcceptanceModel:
 
 @given(st.integers(0, 10_000), st.integers(1, 40), st.sampled_from(sim.POLICIES[:-1]))
 def test_per_round_schedule_lengths_in_one_to_b(seed, n, policy):
-    m = sim.DSpark(7, 64, policy="fixed" if policy == "full" else policy, confidence_corr=0.8)
+    m = DSpark(7, 64, policy="fixed" if policy == "full" else policy, confidence_corr=0.8)
     q, commits = m.plan_rounds(RooflineCostModel(SimConfig()), _acceptance(n, seed),
                                np.arange(n), np.full(n, 500), 5)
     assert q.shape == commits.shape == (5, n)
@@ -128,8 +129,8 @@ def test_tiny_rho_reproduces_the_stretch_schedule():
     cost = RooflineCostModel(SimConfig())
     for policy in ("lossless", "static", "production"):
         kw = {"policy": policy, "threshold": 0.7}
-        old = sim.DSpark(7, 64, **kw)
-        new = sim.DSpark(7, 64, confidence_corr=1e-9, **kw)
+        old = DSpark(7, 64, **kw)
+        new = DSpark(7, 64, confidence_corr=1e-9, **kw)
         acc = _acceptance(24, 11)
         ref = [old.schedule(cost, acc, np.arange(24), np.full(24, 700)) for _ in range(3)]
         q, _ = new.plan_rounds(cost, acc, np.arange(24), np.full(24, 700), 3)

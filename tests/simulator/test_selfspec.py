@@ -8,8 +8,9 @@ import pytest
 import simulator
 from simulator.acceptance import AcceptanceModel
 from simulator.costs import RooflineCostModel
+from simulator.methods.isd import ISD
+from simulator.methods.linearspec import LinearSpec, tier_block
 from simulator.params import SimConfig
-from simulator.selfspec import ISD, LinearSpec, tier_block
 
 
 class Geometric(AcceptanceModel):

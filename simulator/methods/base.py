@@ -1,0 +1,162 @@
+"""`SpecMethod`, the one seam of the simulator's speculative methods, and its registry.
+
+A method class declares its own facts and the rest of the simulator asks it, never its name:
+
+- `validate(spec)`: its config rules (simulator/params.py calls it; `ConfigError`);
+- `draft_layers(spec)`, `fusion_params(spec, hidden)`: its drafter's target-shaped layers
+  (weights and draft-KV pool, simulator/shapes.py) and input projection, 0 when it has none;
+- `preset` / `published_tau`: its row family in simulator/presets.py's published tau table,
+  which `spec.acceptance = preset` solves a curve from (simulator/acceptance.py);
+- `calibration` / `check_calibration`: the reference engine's timing-table rows its rounds
+  are priced from, None when no table covers it (simulator/calibrated.py);
+- `from_config(cfg)`: the instance that prices and commits its rounds.
+
+An instance answers, for a decode batch, the verify length of each request (`verify_lens`:
+B for every request here), the GPU time of the whole round (`decode_gpu_s`: draft + verify
++ LM heads + method extras, priced by a `CostModel`), the host time the method adds to a
+round's planning (`host_plan_s`), the extra GPU time of a prefill, and the commit lengths
+(`commit_lens`, from the acceptance model by default).
+
+`register` puts a class into `METHODS` under its `name`; the package's `__init__` imports
+every module of simulator/methods/, so a new method is one module there (plus its
+conf/spec/<name>.yaml). This module imports no other simulator module at run time but
+errors and presets, so simulator/params.py can take its `spec.method` choices from
+`METHODS`. `none` (plain decoding) is registered here, first, as the baseline of every run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, TypeVar
+
+import numpy as np
+
+from simulator import presets
+from simulator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from simulator.acceptance import AcceptanceModel
+    from simulator.costs import CostModel
+    from simulator.params import SimConfig, SpecParams
+
+METHODS: dict[str, type[SpecMethod]] = {}
+M = TypeVar("M", bound="type[SpecMethod]")
+
+
+def register(cls: M) -> M:
+    """Class decorator: add `cls` to `METHODS` under `cls.name` (names are unique)."""
+    if cls.name in METHODS:
+        raise ValueError(f"simulator method {cls.name!r} is registered twice")
+    METHODS[cls.name] = cls
+    return cls
+
+
+class SpecMethod:
+    """Base class: a round is one target forward of the verify lengths plus the LM head."""
+
+    name: ClassVar[str] = ""
+    preset: ClassVar[str | None] = None  # simulator/presets.py TAU key; None: no published tau
+    calibration: ClassVar[str | None] = None  # calibration table rows; None: not measured
+
+    def __init__(self, block_size: int = 1):
+        self.block_size = block_size
+
+    @classmethod
+    def validate(cls, spec: SpecParams) -> None:
+        """Raise `ConfigError` (naming the key) if `spec` does not fit this method."""
+
+    @classmethod
+    def draft_layers(cls, spec: SpecParams) -> int:
+        """Target-shaped drafter layers that hold weights and a draft KV pool (0: none)."""
+        return 0
+
+    @classmethod
+    def fusion_params(cls, spec: SpecParams, hidden: int) -> int:
+        """Parameters of the drafter's input projection from target features (0: none)."""
+        return 0
+
+    @classmethod
+    def published_tau(cls, model: str, dataset: str, temperature: float) -> tuple[float, int]:
+        """(tau, block size it was measured at) that `spec.acceptance = preset` solves from."""
+        if cls.preset is None:
+            raise ConfigError(f"spec.acceptance = preset: no published tau for spec.method = "
+                              f"{cls.name}; use constant, replay or mean with spec.tau")
+        return presets.published_tau(cls.preset, model, dataset, temperature)
+
+    @classmethod
+    def calibration_rows(cls, spec: SpecParams) -> str | None:
+        """The calibration table's rows that price this method's rounds: plain decoding's
+        when nothing is drafted (B = 1), else the method's own (None: not measured)."""
+        return NoSpec.calibration if spec.block_size == 1 else cls.calibration
+
+    @classmethod
+    def check_calibration(cls, spec: SpecParams, doc: dict) -> None:
+        """Refuse (`ConfigError`) a calibration document measured on other method shapes."""
+
+    @classmethod
+    def from_config(cls, cfg: SimConfig) -> SpecMethod:
+        """The method of `cfg.spec`."""
+        return cls(cfg.spec.block_size)
+
+    def verify_lens(self, n: int) -> np.ndarray:
+        """Tokens verified per request this round (anchor included), (n,) int64."""
+        return np.full(n, self.block_size, dtype=np.int64)
+
+    def schedule(self, cost: CostModel, acceptance: AcceptanceModel, slots: np.ndarray,
+                 kv: np.ndarray) -> np.ndarray:
+        """Verify lengths of a stretch's rounds for these slots (kv: their committed KV);
+        `verify_lens` unless the method schedules per request (DSpark)."""
+        return self.verify_lens(len(slots))
+
+    def plan_rounds(self, cost: CostModel, acceptance: AcceptanceModel, slots: np.ndarray,
+                    kv: np.ndarray, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+        """(q, commits) of the next `rounds` rounds: q is (n,) for all rounds, or (rounds, n)
+        when the method schedules every round (DSpark with per-round confidences); commits
+        (rounds, n) are cut by q."""
+        q = self.schedule(cost, acceptance, slots, kv)
+        return q, self.commit_lens(acceptance, slots, rounds, q)
+
+    def commit_lens(self, acceptance: AcceptanceModel, slots: np.ndarray, rounds: int,
+                    q: np.ndarray) -> np.ndarray:
+        """Commit lengths (rounds, n) of the next `rounds` rounds of these slots."""
+        return acceptance.sample(slots, rounds, q)
+
+    def decode_gpu_s(self, cost: CostModel, q: np.ndarray,
+                     kv: np.ndarray) -> np.ndarray | float:
+        """GPU seconds of decode rounds; kv is (n,) or (rounds, n) committed KV lengths."""
+        return cost.target_forward_s(q, kv) + cost.lm_head_s(q.sum())
+
+    def host_plan_s(self, n: int) -> float:
+        """Host seconds the method adds to planning a decode round of n requests."""
+        return 0.0
+
+    def prefill_gpu_s(self, cost: CostModel, q: np.ndarray, kv: np.ndarray) -> float:
+        """GPU time of a prefill (extend) of q new prompt tokens on top of kv cached ones;
+        the LM head runs on each request's last position."""
+        return float(cost.prefill_forward_s(q, kv) + cost.lm_head_s(len(q)))
+
+
+@register
+class NoSpec(SpecMethod):
+    """Plain decoding: one target forward with q_len = 1 per request, then the LM head."""
+
+    name = "none"
+    calibration = "none"
+
+    @classmethod
+    def validate(cls, spec: SpecParams) -> None:
+        if spec.block_size != 1:
+            raise ConfigError(f"spec.block_size = {spec.block_size} must be 1 when "
+                              "spec.method = none")
+
+
+class Drafted(SpecMethod):
+    """A method with a drafter model of `spec.draft_layers` layers of the target's shape."""
+
+    @classmethod
+    def validate(cls, spec: SpecParams) -> None:
+        if spec.block_size > 1 and spec.draft_layers < 1:
+            raise ConfigError(f"spec.draft_layers = 0 is outside [1, 1024] for {cls.name}")
+
+    @classmethod
+    def draft_layers(cls, spec: SpecParams) -> int:
+        return spec.draft_layers
