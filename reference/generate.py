@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from reference.cuda_graphs import bucket
+from common.buckets import bucket, round_up
 from reference.device import Fence, Streams, to_device
 from reference.engine import PHASES, Clock, DecodeBatch, Engine, Runtime, runtime
 from reference.model import Target
@@ -71,7 +71,7 @@ class _Engine:
                                   1 + self.block) if lookahead else None)
         need = max(len(p) for p in prompts) + max_new + 2 * self.block
         rt = runtime(target, proposer.draft_kv if proposer else None, bucket(len(prompts)),
-                     -(-need // 64) * 64)
+                     round_up(need, 64))
         self.pool = rt.pool
         self.times = dict.fromkeys((*PHASES, "host"), 0.0)
         self.round_times: list[list[float]] = []

@@ -37,26 +37,16 @@ from collections import deque
 
 import numpy as np
 
+from common.buckets import bucket, token_buckets
 from simulator import dspark_confidence as conf
 from simulator.methods import SpecMethod
 
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 POLICIES = ("full", "static", "lossless", "global", "production")
 
 
-def token_buckets(block_size: int, max_tokens: int = 1 << 14) -> np.ndarray:
-    """CUDA-graph token sizes: capture_bs x B (SGLang compact mode) plus multiples of 8 up to
-    256 and of 64 beyond (the optional extra buckets; our choice [I])."""
-    grid = {b * block_size for b in BATCH_BUCKETS}
-    grid |= set(range(8, 257, 8)) | set(range(320, max_tokens + 1, 64))
-    return np.array(sorted(g for g in grid if g <= max_tokens), dtype=np.int64)
-
-
-def pad_to_bucket(total: np.ndarray | int, buckets: np.ndarray) -> np.ndarray:
+def pad_to_bucket(total: np.ndarray | int, buckets: np.ndarray) -> np.ndarray | int:
     """Smallest bucket >= total (totals past the grid are left as they are)."""
-    total = np.asarray(total, dtype=np.int64)
-    i = np.searchsorted(buckets, total, side="left")
-    return np.where(i < buckets.size, buckets[np.minimum(i, buckets.size - 1)], total)
+    return bucket(total, buckets, beyond=None)
 
 
 class SPS:

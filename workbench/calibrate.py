@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.buckets import BATCH_BUCKETS
 from simulator.calibration import FORMAT, REPO_CONF
 from workbench.calib_fit import borrow, fit, print_report
 from workbench.results import git_sha, version
@@ -86,7 +87,6 @@ def measure_model(name: str, g: dict, args) -> dict:
     """Every table, held-out point and host run of one model."""
     import torch
 
-    from reference.cuda_graphs import BUCKETS
     from reference.loaders import preset_config
     from workbench.calib_gpu import Bench
 
@@ -156,7 +156,7 @@ def measure_model(name: str, g: dict, args) -> dict:
                     "target_layer_ids": list(bench.layer_ids), "block_sizes": blocks},
         "hardware": {"name": args.hardware, **_device_info(torch, args.device)},
         "engine": {"cuda_graphs": True, "compile": not args.no_compile,
-                   "buckets": list(BUCKETS), "reps": g["reps"]},
+                   "buckets": list(BATCH_BUCKETS), "reps": g["reps"]},
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "triton": version("triton"), "cuda": torch.version.cuda},
         "git_sha": git_sha(), "date": datetime.datetime.now(datetime.timezone.utc)

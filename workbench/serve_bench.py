@@ -36,6 +36,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from common.buckets import round_up
 from workbench.serve_report import env, ratios, save, show
 
 T0 = time.perf_counter()
@@ -166,7 +167,7 @@ def _sweep(name, target, shadow, methods, prompts, max_new, args, result: dict) 
     block = shadow.block_size if shadow is not None else args.block_size
     context = max(len(p) for p in prompts) + max(max_new) + 2 * block
     runtime(target, shadow.draft_kv if shadow else None, max(sweep),
-            -(-context // 64) * 64)  # one pool (with the draft KV) for every run
+            round_up(context, 64))  # one pool (with the draft KV) for every run
     curve = geometric_survival(args.tau, block) if "oracle" in methods else None
     result["setups"][name] = _shapes(name, target, shadow, prompts, max_new, curve, args)
     for conc in sweep:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 
+from common.buckets import round_up
 from reference.device import to_device
 from reference.engine import Engine, runtime
 from reference.generate import GenerateOutput, RequestState
@@ -99,7 +100,7 @@ def generate_selfspec(target: Target, prompts: list[list[int]], mode: SelfSpecMo
         raise ValueError("prompts must be a non-empty list of non-empty token lists")
     sampling, stop = Sampling(temperature, top_k, top_p), set(stop_token_ids)
     need = max(len(p) for p in prompts) + max_new_tokens + 2 * mode.max_query
-    rt = runtime(target, None, len(prompts), -(-need // 64) * 64)
+    rt = runtime(target, None, len(prompts), round_up(need, 64))
     pool, dev = rt.pool, target.device
     reqs: list[RequestState] = []
     totals = dict.fromkeys(("rounds", "decode_tokens", "tested", "accepted"), 0)
