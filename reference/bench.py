@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from common.survival import geometric_survival
 from reference.bench_ablate import ablate, print_ablation
 from reference.generate import generate
 from reference.loaders import (
@@ -38,7 +39,7 @@ from reference.loaders import (
     random_state_dict,
     random_target,
 )
-from reference.proposers import OracleProposer, geometric_survival
+from reference.proposers import OracleProposer
 
 BOUND_TOK_S = 263.0  # 16.4 GB of weights at 4.30 TB/s
 

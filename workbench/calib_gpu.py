@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from common.survival import geometric_survival
 from reference import ops
 from reference.cuda_graphs import GraphCache
 from reference.device import Fence
@@ -33,7 +34,7 @@ from reference.engine import Engine, runtime
 from reference.generate import generate
 from reference.loaders import random_dflash, random_target
 from reference.model import ForwardBatch
-from reference.proposers import OracleProposer, Round, geometric_survival
+from reference.proposers import OracleProposer, Round
 from reference.verify import Sampling
 
 WARM_S = 0.02  # untimed replays of a point's exact shape before its timed ones (seconds)

@@ -37,9 +37,10 @@ def _args(argv):
 def main(argv=None) -> int:
     import torch
 
+    from common.survival import geometric_survival
     from reference.generate import generate
     from reference.loaders import load_dflash, load_target, random_dflash, random_target
-    from reference.proposers import OracleProposer, geometric_survival
+    from reference.proposers import OracleProposer
 
     args = _args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from common.buckets import round_up
+from common.survival import geometric_survival
 from workbench.serve_report import env, ratios, save, show
 
 T0 = time.perf_counter()
@@ -159,7 +160,7 @@ def _counting_syncs(server, workload):
 def _sweep(name, target, shadow, methods, prompts, max_new, args, result: dict) -> None:
     """Every (concurrency, method, mode) run of one setup into `result` (saved after each)."""
     from reference.engine import runtime
-    from reference.proposers import OracleProposer, geometric_survival
+    from reference.proposers import OracleProposer
     from reference.serve import make_requests
 
     sweep = [int(c) for c in args.concurrency.split(",")]

@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from common.survival import geometric_curve
 from workbench.results import git_sha, version
 
 
@@ -75,7 +76,7 @@ def measure(args) -> dict:
             cell, _ = run_cell(target, batch, None, args.new_tokens)
             runs.append({"concurrency": c, "method": "none", "block": 1, "repeat": r, **cell})
         for b in args.blocks:
-            curve = [args.alpha ** j for j in range(1, b)]
+            curve = geometric_curve(args.alpha, b)
             for r in range(-1, args.repeats):  # -1: warm-up (graph captures of every bucket)
                 oracle = OracleProposer(streams, b, curve, seed=1000 * b + r,
                                         shadow=drafters[b])

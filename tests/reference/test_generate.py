@@ -9,12 +9,13 @@ import torch
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from common.survival import geometric_survival
 from reference import generate as generate_mod
 from reference.cuda_graphs import GraphCache
 from reference.generate import generate
 from reference.kv_pool import KVPool, KVShape, PoolFullError
 from reference.loaders import load_dflash
-from reference.proposers import OracleProposer, geometric_survival
+from reference.proposers import OracleProposer
 
 
 def _prompts(lens, vocab, seed=0):

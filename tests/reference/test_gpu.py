@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from common.survival import geometric_survival
 from reference import ops
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
-from reference.proposers import OracleProposer, geometric_survival
+from reference.proposers import OracleProposer
 
 pytestmark = pytest.mark.gpu
 
