@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from common.stamps import stamp
 from common.survival import conditional, empirical_survival, survival_labels
 from reference import dspark_calibrate as cal
 from reference.dspark import load_dspark
@@ -220,8 +221,7 @@ def write(
         "calibration": calib,
         "wall_s": wall_s,
         "dspark_tau_calibration_run": tau_records,
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "torch": torch.__version__,
+        "stamp": stamp(),
     }
     (out / "results.json").write_text(json.dumps(results, indent=2))
     with open(out / "tau_per_position.csv", "w", newline="") as f:
