@@ -248,7 +248,7 @@ def write(
         "# DSpark vs DFlash (toy world)",
         "",
         f"Steps: {steps}. Depth {info['dspark']['config']['num_layers']} layers, "
-        f"gamma {gamma}. Wall {wall_s:.0f} s on {results['device']}.",
+        f"gamma {gamma}. Wall {wall_s:.0f} s on {results['stamp']['gpu']}.",
         "",
         "| drafter | T | tau | rounds | alpha_1 | alpha_8 | alpha_15 |",
         "|---|---|---|---|---|---|---|",
