@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from common.survival import conditional, empirical_survival
+
 
 def tau_residuals(requests: list[tuple[int, int]]) -> tuple[float, list[float]]:
     """tau = sum_i x_i / sum_i n_i over requests (x_i tokens committed in n_i rounds by
@@ -32,12 +34,11 @@ def acceptance_curves(accept_lengths: list[list[int]], block_size: int) -> dict:
     commits = [c for per_request in accept_lengths for c in per_request]
     n = max(len(commits), 1)
     hist = [sum(c == k for c in commits) / n for k in range(1, block_size + 1)]
-    survival = [sum(c >= k for c in commits) / n for k in range(1, block_size + 1)]
-    alpha = [survival[k] / survival[k - 1] if survival[k - 1] > 0 else 0.0
-             for k in range(1, block_size)]
+    survival = empirical_survival(commits, block_size)
+    alpha = conditional(survival)[1:]  # S(k+1) / S(k), k = 1..B-1
     return {"tau": sum(commits) / n, "tau_se": tau_standard_error(accept_lengths),
             "rounds": len(commits), "hist": hist,
-            "survival": survival, "alpha": alpha}
+            "survival": survival.tolist(), "alpha": alpha.tolist()}
 
 
 def repetition_rate(outputs: list[list[int]], n: int = 4) -> float:

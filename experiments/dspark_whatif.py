@@ -31,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 import simulator
+from common.survival import logistic_survival
 from simulator import dspark_confidence as conf
-from simulator.acceptance import solve_logit0, survival
+from simulator.acceptance import solve_logit0
 from simulator.params import SimConfig
 
 PAPER_TAU = {"humaneval": (4.64, 5.52), "mtbench": (3.11, 3.72)}  # (DFlash, DSpark), gamma 7
@@ -48,7 +49,7 @@ def curves(dataset: str, m: int = 400, seed: int = 0) -> np.ndarray:
     """Survival curves at gamma = 7 of m DSpark requests (z ~ N(0, 1); m = 1: z = 0)."""
     a = solve_logit0(PAPER_TAU[dataset][1], DECAY["dspark"], 0.5, 8)
     z = np.random.default_rng(seed).standard_normal(m) if m > 1 else np.zeros(1)
-    return survival(a + 0.5 * z, DECAY["dspark"], 8)
+    return logistic_survival(a + 0.5 * z, DECAY["dspark"], 8)
 
 
 def rho_for_auc(dataset: str, target: float | None) -> float:

@@ -162,9 +162,10 @@ def gains(rows: list[dict]) -> list[dict]:
 
 
 def markdown(rows: list[dict], doc: dict, cost_model: str, hw_name: str) -> str:
-    env = doc.get("env", {})
-    lines = [f"# Spec V2: measured ({env.get('gpu', '?')}, git "
-             f"{doc.get('meta', {}).get('git_sha', '?')}) vs simulated ({hw_name}, cost model "
+    meta = doc.get("meta", {})
+    gpu = meta.get("gpu") or doc.get("env", {}).get("gpu", "?")  # older runs: under "env"
+    lines = [f"# Spec V2: measured ({gpu}, git "
+             f"{meta.get('git_sha', '?')}) vs simulated ({hw_name}, cost model "
              f"`{cost_model}`)", "",
              "| setup | method | C | mode | measured tok/s | predicted tok/s | error | "
              "TPOT ms meas / pred | GPU idle meas / pred | host plan+launch / process ms |",

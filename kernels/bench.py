@@ -5,35 +5,25 @@ measures the two ceilings of this run (device-to-device copy bandwidth; the laun
 empty Triton launch), then times kernels and oracles side by side (triton.testing.do_bench,
 p50 (p20-p80), microseconds). Prints shape | dtype | oracle_us | kernel_us | speedup | GB/s |
 % of the copy bandwidth | target, the launch-floor view of the small ops, and the last
-line is one JSON object (git SHA, GPU, versions, timestamp, every row); --out writes it.
+line is one JSON object (the stamp: git SHA, GPU, versions, UTC date; every row); --out
+writes it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import importlib
 import json
-import os
-import subprocess
 import sys
 
 import torch
 
+from common.stamps import stamp
+
 OPS = ("prepare_block", "accept_bonus", "kv_materialize", "paged_attention", "qk_norm_rope_write",
        "gemv")
 REFERENCE_COPY_TBPS = 4.30  # measured on this H200 before (shared/design/ARCHITECTURE.md)
-
-
-def _git_sha() -> str:
-    if os.environ.get("GIT_SHA"):
-        return os.environ["GIT_SHA"]
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def _checks(ops: list[str]) -> list[tuple]:
@@ -114,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from kernels.kv_materialize import bench as kv_bench
     from kernels.paged_attention import bench as attention_bench
     from kernels.prepare_block import bench as prepare_bench
-    from kernels.timing import copy_bandwidth, gpu_info, launch_floor
+    from kernels.timing import copy_bandwidth, launch_floor
 
     checks = _checks(ops)
     for op, shape, dtype, err, bad, ok in checks:
@@ -137,9 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     if "gemv" in ops:
         rows += importlib.import_module("kernels.gemv.bench").run()
     _print(rows, floor, sweep, copy_bw)
-    record = dict(
-        git_sha=_git_sha(), timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        **gpu_info(), copy_bw_tbps=copy_bw / 1e12,
+    record = stamp(
+        copy_bw_tbps=copy_bw / 1e12,
         launch_floor_us={k: v if isinstance(v, float) else dataclasses.asdict(v)
                          for k, v in floor.items()},
         checks=[dict(zip(("op", "shape", "dtype", "max_abs_err", "mismatches", "ok"), c))

@@ -91,12 +91,6 @@ def copy_bandwidth(nbytes: int = 2 << 30) -> float:
     return 2 * nbytes / (t.p50 * 1e-6)
 
 
-def gpu_info() -> dict:
-    """GPU name and the versions that the numbers depend on."""
-    return dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                triton=triton.__version__, cuda=torch.version.cuda)
-
-
 @dataclass
 class Row:
     """One benchmark row: a kernel and (when it has one) its oracle on one shape.

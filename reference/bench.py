@@ -22,13 +22,12 @@ merge (kernels.paged_attention.kernel.FUSED_MERGE) (about 2 min on the H200):
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import time
 
 import torch
 
+from common.stamps import stamp
 from reference.bench_ablate import ablate, print_ablation
 from reference.generate import generate
 from reference.loaders import (
@@ -138,11 +137,7 @@ def main(argv=None) -> dict:
     cuda = args.device == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
     state = random_state_dict(cfg, device=args.device, dtype=dtype)
-    result = {"gpu": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-              "triton": _version("triton"), "transformers": _version("transformers"),
-              "python": platform.python_version(),
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "args": vars(args), "bound_tok_s": BOUND_TOK_S}
+    result = stamp(args=vars(args), bound_tok_s=BOUND_TOK_S)
     if args.ablate:
         return _ablate(args, cfg, prompts[0], dtype, state, result)
     if args.hf_new_tokens:
@@ -185,7 +180,7 @@ def _ablate(args, cfg, prompt: list[int], dtype, state: dict, result: dict) -> d
     names = args.variants.split(",") if args.variants else None
     result["ablation"] = ablate(target, prompt, args.new_tokens, args.unsplit_width,
                                 args.ablate_repeats, names)
-    print(f"{result['gpu']}  torch {result['torch']}  triton {result['triton']}")
+    _print_stamp(result)
     print_ablation(result["ablation"])
     print(json.dumps(result))
     if args.out:
@@ -206,15 +201,13 @@ def _profile_ar(target, prompt: list[int], new_tokens: int = 64) -> None:
     print(table)
 
 
-def _version(name: str) -> str:
-    try:
-        return __import__(name).__version__
-    except ImportError:
-        return "absent"
+def _print_stamp(r: dict) -> None:
+    v = r["versions"]
+    print(f"{r['gpu']}  torch {v['torch']}  triton {v['triton']}")
 
 
 def _print(r: dict) -> None:
-    print(f"{r['gpu']}  torch {r['torch']}  triton {r['triton']}")
+    _print_stamp(r)
     if "hf_tok_s" in r:
         print(f"transformers generate bs1: {r['hf_tok_s']:.1f} tok/s "
               f"(same greedy tokens: {r.get('hf_matches_engine')})")

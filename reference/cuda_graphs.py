@@ -1,15 +1,15 @@
 """CUDA graphs of the engine's fixed-shape calls (decode, draft, verify, injection).
 
-Each call is captured once per (key, input shapes); the engine pads the batch to a
-size bucket so a few graphs cover every batch. Inputs are copied into the graph's static
-buffers and the outputs are the graph's static tensors. All graphs share one memory pool, so
-an output is valid only until the next `run` of *any* graph: a graph captured earlier reuses
-for its intermediates memory that a later capture may have given to its outputs (e.g. the
-verify graph, captured with a first drafter, replaying over a later drafter's draft output;
-PyTorch shares a pool safely only between graphs replayed in capture order). Copy or consume
-what is kept (`torch.cat`, `.clone()`) before the next `run`; tests/toy/test_engine_drafts.py
-models this on the CPU. On the CPU, or when disabled, `run` simply calls the function, so
-the same engine code runs eagerly.
+Each call is captured once per (key, input shapes); the engine pads the batch to a size
+bucket (common/buckets.py) so a few graphs cover every batch. Inputs are copied into the
+graph's static buffers and the outputs are the graph's static tensors. All graphs share one
+memory pool, so an output is valid only until the next `run` of *any* graph: a graph captured
+earlier reuses for its intermediates memory that a later capture may have given to its
+outputs (e.g. the verify graph, captured with a first drafter, replaying over a later
+drafter's draft output; PyTorch shares a pool safely only between graphs replayed in capture
+order). Copy or consume what is kept (`torch.cat`, `.clone()`) before the next `run`;
+tests/toy/test_engine_drafts.py models this on the CPU. On the CPU, or when disabled, `run`
+simply calls the function, so the same engine code runs eagerly.
 """
 
 from __future__ import annotations
@@ -18,16 +18,6 @@ import warnings
 from collections.abc import Callable
 
 import torch
-
-BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-
-
-def bucket(bs: int) -> int:
-    """Smallest bucket >= bs (multiples of 64 beyond the table)."""
-    for b in BUCKETS:
-        if b >= bs:
-            return b
-    return -(-bs // 64) * 64
 
 
 class GraphCache:

@@ -8,7 +8,7 @@ score x_k at position p+k. The verify block is B = gamma + 1 tokens `[x0, x_1 ..
 Drafts are sampled left to right with a rank-r Markov bias, logits_k = U_k + W2 W1[x_{k-1}],
 q_k = softmax(logits_k / T) (argmax at T = 0), so rejection sampling stays exact. The
 confidence head scores c_k = sigmoid(w . [h_k ; W1[x_{k-1}]] + b), calibrated by per-position
-temperatures (reference/dspark_calibrate.py), and a `Scheduler` (reference/dspark_schedule.py)
+temperatures (reference/dspark_calibrate.py), and a `Scheduler` (common/dspark_schedule.py)
 turns them into per-request verify lengths l_r; verification then accepts at most l_r drafts.
 
 Checkpoint: the z-lab DFlash folder (config.json with `dspark_config: {markov_rank}` added,
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
+from common.dspark_schedule import Scheduler
 from reference.config import ConfigError, DFlashConfig
 from reference.dflash import DFlashProposer, Drafter
-from reference.dspark_schedule import Scheduler
 from reference.model import ForwardBatch, Target, attention_meta, rms_norm
 from reference.proposers import Proposal, Round
 

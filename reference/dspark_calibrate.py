@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.survival import survival_labels
+
 GRID = np.exp(np.linspace(np.log(0.05), np.log(20.0), 241))
 
 
@@ -46,11 +48,6 @@ def reliability(
     n = np.bincount(idx, minlength=bins).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return (np.bincount(idx, prob, bins) / n, np.bincount(idx, label, bins) / n, n)
-
-
-def survival_labels(accept_len: np.ndarray, gamma: int) -> np.ndarray:
-    """(N, gamma) 1[accept_len >= k], k = 1..gamma."""
-    return (np.asarray(accept_len)[:, None] >= np.arange(1, gamma + 1)).astype(np.float64)
 
 
 def survival_ece(c: np.ndarray, accept_len: np.ndarray, bins: int = 15) -> np.ndarray:

@@ -94,17 +94,3 @@ class Proposer:
     def stats(self) -> dict:
         """Counters of the method over its runs since `bind` (read after the device is done)."""
         return {}
-
-
-def geometric_survival(tau: float, block_size: int) -> list[float]:
-    """s_j = alpha^j (j = 1..B-1) with 1 + sum_j s_j = tau, solved by bisection."""
-    if not 1.0 <= tau <= block_size:
-        raise ValueError(f"tau={tau} must lie in [1, B={block_size}]")
-    lo, hi = 0.0, 1.0
-    for _ in range(100):
-        alpha = (lo + hi) / 2
-        if 1 + sum(alpha**j for j in range(1, block_size)) < tau:
-            lo = alpha
-        else:
-            hi = alpha
-    return [lo**j for j in range(1, block_size)]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.survival import logistic_survival
 from simulator.methods import METHODS
 from simulator.params import ConfigError, SimConfig
 
@@ -30,16 +31,9 @@ _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
 _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
 
 
-def survival(logit0: np.ndarray, decay: float, block_size: int) -> np.ndarray:
-    """S[..., k-1] = P(accept_len >= k), k = 1..B-1, for logit(alpha_j) = logit0 - decay*(j-1)."""
-    j = np.arange(block_size - 1)
-    alpha = 1.0 / (1.0 + np.exp(-(np.asarray(logit0)[..., None] - decay * j)))
-    return np.cumprod(alpha, axis=-1)
-
-
 def mean_commit(logit0: float, decay: float, sigma: float, block_size: int) -> float:
     """E[commit_len] over requests with z ~ N(0, 1) (Gauss-Hermite quadrature)."""
-    s = survival(logit0 + sigma * _GH_NODES, decay, block_size)
+    s = logistic_survival(logit0 + sigma * _GH_NODES, decay, block_size)
     return float(1.0 + _GH_WEIGHTS @ s.sum(axis=-1))
 
 
@@ -97,7 +91,7 @@ class CurveAcceptance(AcceptanceModel):
             if len(self._cache) >= 8:
                 self._cache.pop(next(iter(self._cache)))
             z = self.logit0[block * self.BLOCK:(block + 1) * self.BLOCK]
-            s = survival(z, self.decay, self.block_size)
+            s = logistic_survival(z, self.decay, self.block_size)
             self._cache[block] = (s, 1.0 + s.sum(axis=1))
         return self._cache[block]
 
@@ -105,7 +99,7 @@ class CurveAcceptance(AcceptanceModel):
         if self.block_size == 1:
             return
         if self.logit0.ndim == 0:
-            row = survival(self.logit0, self.decay, self.block_size)
+            row = logistic_survival(self.logit0, self.decay, self.block_size)
             self.S[slots] = row
             self.expected[slots] = 1.0 + row.sum()
             return

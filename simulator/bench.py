@@ -20,13 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
+from common.stamps import stamp
 from simulator.cluster import run
 from simulator.params import SimConfig, SpecParams
 
@@ -75,19 +73,6 @@ def _time(cfgs: list[SimConfig], repeat: int) -> dict:
     return best
 
 
-def _stamp() -> dict:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        sha = None
-    versions = {p: metadata.version(p) for p in ("numpy", "simpy")}
-    return {"git_sha": sha, "python": platform.python_version(), **versions,
-            "cpus": len(os.sched_getaffinity(0)), "load_avg_1m": os.getloadavg()[0],
-            "platform": platform.platform(),
-            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs per scenario (best kept)")
@@ -106,7 +91,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name:14s} {r['wall_s']:8.2f} {r['cpu_s']:8.2f} {r['requests']:9d} "
               f"{r['requests_per_s']:8.0f} {r['decode_rounds_per_s']:9.0f}", flush=True)
     doc = {"command": " ".join(["python -m simulator.bench", *argv]),
-           "stamp": _stamp(), "results": results}
+           "stamp": stamp(cpus=len(os.sched_getaffinity(0)), load_avg_1m=os.getloadavg()[0]),
+           "results": results}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -40,7 +40,8 @@ import dataclasses
 
 import numpy as np
 
-from simulator.calibration import bucket, load_calibration
+from common.buckets import bucket
+from simulator.calibration import load_calibration
 from simulator.costs import RooflineCostModel
 from simulator.methods import METHODS
 from simulator.params import ConfigError, HardwareParams, SimConfig
@@ -119,7 +120,7 @@ class CalibratedCostModel:
     def _batch(self, q: np.ndarray, kv: np.ndarray) -> tuple[int, int, float, np.ndarray]:
         """(n, bucket, tokens per request, context averaged over the bucket)."""
         n = len(q)
-        nb = int(bucket(n, self.buckets))
+        nb = bucket(n, self.buckets)
         return n, nb, float(q.sum()) / n, np.asarray(kv, dtype=np.float64).sum(axis=-1) / nb
 
     def target_forward_s(self, q_lens: np.ndarray, kv_lens: np.ndarray) -> np.ndarray | float:

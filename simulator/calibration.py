@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.buckets import bucket
 from simulator.params import ConfigError, ModelParams
 from simulator.prefill_fit import PrefillFit
 
@@ -200,20 +201,12 @@ def heldout_report(table: Table, points: list[dict]) -> dict:
             "p90_pct": float(np.percentile(err, 90)), "max_pct": float(err.max())}
 
 
-def bucket(n: np.ndarray | int, buckets: list[int]) -> np.ndarray:
-    """The engine's CUDA-graph batch size for n requests (multiples of 64 past the table)."""
-    b = np.asarray(buckets)
-    n = np.asarray(n)
-    i = np.searchsorted(b, n, side="left")
-    return np.where(i < len(b), b[np.minimum(i, len(b) - 1)], -(-n // 64) * 64)
-
-
 def round_gpu_s(t: dict[str, Table], buckets: list[int], method: str, n: int, block: int,
                 kv: float) -> float:
     """Device seconds of one engine round of n requests at mean context kv, as the engine
     runs it: padded to the graph bucket (padding rows carry no context); plain decoding is
     the target forward plus LM head, DFlash adds the draft block and the injection."""
-    nb = int(bucket(n, buckets))
+    nb = bucket(n, buckets)
     kv_eff = kv * n / nb
     if method == "none":
         return float(t["target"](nb, 1, kv_eff) + t["lm_head"](nb))

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.survival import conditional
+
 _SQRT2 = np.sqrt(2.0)
 _ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
          -1.13520398, 1.48851587, -0.82215223, 0.17087277)
@@ -83,12 +85,6 @@ def posterior_survival(t: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
     """a_k(y) = P(x < t_k | y), shape y.shape + (gamma,); t (n, gamma), y (..., n)."""
     s = max(np.sqrt(max(1.0 - rho * rho, 0.0)), 1e-12)
     return norm_cdf((t - rho * np.asarray(y)[..., None]) / s)
-
-
-def conditional(a: np.ndarray) -> np.ndarray:
-    """c_k = a_k / a_{k-1} (a_0 = 1; 0 where the prefix survival is 0)."""
-    prev = np.concatenate([np.ones_like(a[..., :1]), a[..., :-1]], axis=-1)
-    return np.where(prev > 0, a / np.maximum(prev, 1e-300), 0.0)
 
 
 def draw_commits(a: np.ndarray, ell: np.ndarray, u: np.ndarray) -> np.ndarray:

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from common.stamps import stamp
+from common.survival import conditional, empirical_survival, survival_labels
 from reference import dspark_calibrate as cal
 from reference.generate import generate
 from reference.loaders import load_target
@@ -35,13 +37,6 @@ from toy.stages import release
 from toy.tokenizer import EOT, MASK, load_tokenizer
 from toy.train_dflash import DFlashTrainConfig, train_dflash
 from toy.train_dspark import DSparkTrainConfig, train_dspark
-
-
-def survival(accept: np.ndarray, gamma: int) -> tuple[list[float], list[float]]:
-    """S(k) = P(accept_len >= k) and alpha_k = S(k) / S(k-1), k = 1..gamma."""
-    s = [float((accept >= k).mean()) for k in range(1, gamma + 1)]
-    prev = [1.0, *s[:-1]]
-    return s, [a / b if b > 0 else 0.0 for a, b in zip(s, prev)]
 
 
 def decode(target, prompts, proposer, temperature: float, max_new: int, stop: int) -> dict:
@@ -75,7 +70,7 @@ def plots(out: Path, rows: list[dict], c_test, c_cal, accept, gamma: int) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    y = cal.survival_labels(accept, gamma).ravel()
+    y = survival_labels(accept, gamma).ravel()
     fig, ax = plt.subplots(figsize=(5, 5))
     for name, c in (("raw", c_test), ("STS", c_cal)):
         mean_p, freq, n = cal.reliability(np.cumprod(c, axis=1).ravel(), y)
@@ -191,15 +186,15 @@ def main() -> None:
             )
             prop = build(spec, target)
             res = decode(target, prompts["test"], prop, temp, args.max_new, stop)
-            s, alpha = survival(res["accept"], gamma)
+            s = empirical_survival(res["accept"], gamma)
             rows.append(
                 {
                     "drafter": name,
                     "temperature": temp,
                     "tau": res["tau"],
                     "rounds": res["rounds"],
-                    "survival": s,
-                    "alpha": alpha,
+                    "survival": s.tolist(),
+                    "alpha": conditional(s).tolist(),
                 }
             )
     release(target)
@@ -211,7 +206,7 @@ def main() -> None:
         "auc": cal.conditional_auc(c_test, acc_test).tolist(),
         "held_out_rounds": {"validation": len(acc_val), "test": len(acc_test)},
     }
-    y = cal.survival_labels(acc_test, gamma).ravel()
+    y = survival_labels(acc_test, gamma).ravel()
     calib["ece_pooled_before"] = cal.ece(np.cumprod(c_test, 1).ravel(), y)
     calib["ece_pooled_after"] = cal.ece(np.cumprod(c_cal, 1).ravel(), y)
     plots(args.out, rows, c_test, c_cal, acc_test, gamma)
@@ -229,8 +224,7 @@ def write(
         "calibration": calib,
         "wall_s": wall_s,
         "dspark_tau_calibration_run": tau_records,
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "torch": torch.__version__,
+        "stamp": stamp(),
     }
     (out / "results.json").write_text(json.dumps(results, indent=2))
     with open(out / "tau_per_position.csv", "w", newline="") as f:
@@ -257,7 +251,7 @@ def write(
         "# DSpark vs DFlash (toy world)",
         "",
         f"Steps: {steps}. Depth {info['dspark']['config']['num_layers']} layers, "
-        f"gamma {gamma}. Wall {wall_s:.0f} s on {results['device']}.",
+        f"gamma {gamma}. Wall {wall_s:.0f} s on {results['stamp']['gpu']}.",
         "",
         "| drafter | T | tau | rounds | alpha_1 | alpha_8 | alpha_15 |",
         "|---|---|---|---|---|---|---|",

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from common.stamps import stamp
 from toy.gen_data import load_dataset, split_prompts
 from toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer
 from toy.train_target import evaluate
@@ -291,7 +292,7 @@ def main() -> None:
     metrics["tpf_after"] = measure(args.out / "model", prompts, mask_id, args.eval_max_new,
                                    device)
     metrics.update(args={k: str(v) for k, v in vars(args).items()}, device=device,
-                   torch=torch.__version__, mask_token_id=mask_id, eot_id=tok.token_to_id(EOT),
+                   stamp=stamp(), mask_token_id=mask_id, eot_id=tok.token_to_id(EOT),
                    wall_s=time.time() - t0)
     (args.out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     report(args.out, metrics)

@@ -16,9 +16,7 @@ re-checks tables made elsewhere against conf/model/ and copies them into conf/ca
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import subprocess
 import sys
 import time
@@ -26,9 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from common.buckets import BATCH_BUCKETS
+from common.stamps import stamp
 from simulator.calibration import FORMAT, REPO_CONF
 from workbench.calib_fit import borrow, fit, print_report
-from workbench.results import git_sha, version
 
 ALL = ("toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
 FULL = dict(
@@ -84,9 +83,6 @@ def _nested(a: np.ndarray) -> list:
 
 def measure_model(name: str, g: dict, args) -> dict:
     """Every table, held-out point and host run of one model."""
-    import torch
-
-    from reference.cuda_graphs import BUCKETS
     from reference.loaders import preset_config
     from workbench.calib_gpu import Bench
 
@@ -154,13 +150,10 @@ def measure_model(name: str, g: dict, args) -> dict:
                   "dtype_bytes": bench.target.dtype.itemsize, "preset": f"random:{preset}"},
         "drafter": {"num_layers": dcfg.model.num_layers, "block_size": bench.own_block,
                     "target_layer_ids": list(bench.layer_ids), "block_sizes": blocks},
-        "hardware": {"name": args.hardware, **_device_info(torch, args.device)},
+        "hardware": {"name": args.hardware, "driver": _driver(args.device)},
         "engine": {"cuda_graphs": True, "compile": not args.no_compile,
-                   "buckets": list(BUCKETS), "reps": g["reps"]},
-        "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "triton": version("triton"), "cuda": torch.version.cuda},
-        "git_sha": git_sha(), "date": datetime.datetime.now(datetime.timezone.utc)
-        .isoformat(timespec="seconds"), "quick": args.quick,
+                   "buckets": list(BATCH_BUCKETS), "reps": g["reps"]},
+        **stamp(), "quick": args.quick,
         "grid": {k: v for k, v in g.items()}, "tables": tables, "heldout": held,
         "host_runs": host, "kernels": kernels, "skipped": bench.skipped,
         "measure_wall_s": bench.elapsed_s,
@@ -169,15 +162,16 @@ def measure_model(name: str, g: dict, args) -> dict:
     return doc
 
 
-def _device_info(torch, device: str) -> dict:
+def _driver(device: str) -> str | None:
+    """The NVIDIA driver version (nvidia-smi), or None on the CPU or without it."""
     if device != "cuda":
-        return {"gpu": "cpu", "driver": None}
+        return None
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         out = None
-    return {"gpu": torch.cuda.get_device_name(), "driver": out or None}
+    return out or None
 
 
 def install(files: list[str], hardware: str) -> int:

@@ -1,16 +1,9 @@
-"""One tolerance table per dtype, and an assert helper that explains its failures.
+"""Torch-side assert helpers that explain their failures, on the one tolerance table.
 
-The table follows shared/research/style-anchors.md section 8.3:
-
-| dtype    | elementwise (rtol, atol) | reductions / matmul / attention | discrete |
-| float64  | 1e-7, 1e-7               | same                            | exact    |
-| float32  | 1.3e-6, 1e-5             | 1e-5, 1e-4                      | exact    |
-| bfloat16 | 1.6e-2, 1e-2             | 2x rule                         | exact    |
-| float16  | 1e-3, 1e-3               | 2x rule                         | exact    |
-
-The 2x rule (flash-attention's): for 16-bit outputs of a reduction, the kernel's error
-against an fp32 oracle may be at most twice the error of the same oracle run in the
-low-precision dtype, plus a small epsilon: the tolerance comes from the data.
+The table (per dtype: elementwise and reduction (rtol, atol), and the 2x rule for 16-bit
+reductions) lives in common/numerics.py. On failure the helpers report the mismatch count
+and the first indices with both values; on success the returned Report still carries the max
+and mean error.
 
 torch is imported inside the functions so that `workbench` imports without it.
 """
@@ -18,19 +11,8 @@ torch is imported inside the functions so that `workbench` imports without it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-ELEMENTWISE = {
-    "float64": (1e-7, 1e-7),
-    "float32": (1.3e-6, 1e-5),
-    "bfloat16": (1.6e-2, 1e-2),
-    "float16": (1e-3, 1e-3),
-}
-REDUCTION = {
-    "float64": (1e-7, 1e-7),
-    "float32": (1e-5, 1e-4),
-}
-TWO_X_EPS = {"bfloat16": 1e-3, "float16": 1e-4}
+from common.numerics import tolerance, two_x_bound
 
 
 @dataclass(frozen=True)
@@ -50,19 +32,6 @@ class Report:
         )
         rows = [f"  at {idx}: got {a!r}, expected {b!r}" for idx, a, b in self.first_bad]
         return "\n".join([head, *rows])
-
-
-def _dtype_name(dtype: Any) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def tolerance(dtype: Any, kind: str = "elementwise") -> tuple[float, float]:
-    """(rtol, atol) for `dtype`; kind is 'elementwise' or 'reduction' (fp32/fp64 only)."""
-    name = _dtype_name(dtype)
-    table = REDUCTION if kind == "reduction" else ELEMENTWISE
-    if name not in table:
-        raise ValueError(f"no {kind} tolerance for dtype {name}; use the 2x rule for 16-bit")
-    return table[name]
 
 
 def compare(actual, expected, *, rtol: float, atol: float, max_report: int = 5) -> Report:
@@ -113,7 +82,7 @@ def assert_two_x(actual, oracle_fp32, oracle_same_dtype, *, name: str = "output"
 
     ref = oracle_fp32.detach().to("cpu", torch.float64)
     low_err = (oracle_same_dtype.detach().to("cpu", torch.float64) - ref).abs().max().item()
-    bound = 2.0 * low_err + TWO_X_EPS.get(_dtype_name(actual.dtype), 0.0)
+    bound = two_x_bound(low_err, actual.dtype)
     rep = compare(actual, oracle_fp32, rtol=0.0, atol=bound)
     if rep.mismatches:
         raise AssertionError(

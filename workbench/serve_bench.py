@@ -37,7 +37,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from workbench.serve_report import env, ratios, save, show
+from common.stamps import command_line, stamp
+from workbench.serve_report import ratios, save, show
 
 T0 = time.perf_counter()
 
@@ -244,7 +245,8 @@ def run(argv=None) -> dict:
     n = max(max(int(c) for c in args.concurrency.split(",")) * args.requests_per_client,
             args.min_requests)
     max_new = _lengths(args, n)
-    result = {"env": env(torch, cuda), "args": vars(args), "setups": {}, "rows": []}
+    result = {"meta": stamp(command=command_line()), "args": vars(args), "setups": {},
+              "rows": []}
     try:
         preset = args.target.removeprefix("random:")
         if args.target.startswith("random:"):

@@ -32,17 +32,6 @@ def save(result: dict, out: str) -> None:
     (Path(out) / "serve_bench.md").write_text(markdown(result))
 
 
-def env(torch, cuda: bool) -> dict:
-    def version(name):
-        try:
-            return __import__(name).__version__
-        except ImportError:
-            return None
-
-    return {"gpu": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-            "triton": version("triton"), "transformers": version("transformers")}
-
-
 def ratios(rows: list[dict]) -> list[dict]:
     """Overlap over sync throughput per (setup, concurrency, method)."""
     by = {(r["setup"], r["concurrency"], r["method"], r["mode"]): r for r in rows}
@@ -57,8 +46,11 @@ def ratios(rows: list[dict]) -> list[dict]:
 
 def markdown(result: dict) -> str:
     """The runs' table ('-' for a column an older result lacks) and the ratios."""
-    e = result["env"]
-    lines = [f"# serve-bench: {e['gpu']}, torch {e['torch']}, triton {e['triton']}", "",
+    meta = result.get("meta", {})
+    env = result.get("env", {})  # results before the common stamp: gpu and versions here
+    stamped = {"gpu": meta.get("gpu"), **meta.get("versions", {})}
+    gpu, torch_v, triton_v = (stamped.get(k) or env.get(k) for k in ("gpu", "torch", "triton"))
+    lines = [f"# serve-bench: {gpu}, torch {torch_v}, triton {triton_v}", "",
              "| " + " | ".join(h for h, _, _ in COLUMNS) + " |",
              "|" + "|".join(" --- " for _ in COLUMNS) + "|"]
     for r in result["rows"]:

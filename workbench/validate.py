@@ -19,14 +19,13 @@ experiments/validation/h200-<model>.{md,csv,png} (workbench/validation_report.py
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import sys
 import time
 from pathlib import Path
 
-from workbench.results import git_sha, version
+from common.stamps import stamp
+from common.survival import geometric_curve
 
 
 def run_cell(target, prompts, proposer, new_tokens: int) -> tuple[dict, list]:
@@ -76,7 +75,7 @@ def measure(args) -> dict:
             cell, _ = run_cell(target, batch, None, args.new_tokens)
             runs.append({"concurrency": c, "method": "none", "block": 1, "repeat": r, **cell})
         for b in args.blocks:
-            curve = [args.alpha ** j for j in range(1, b)]
+            curve = geometric_curve(args.alpha, b)
             for r in range(-1, args.repeats):  # -1: warm-up (graph captures of every bucket)
                 oracle = build(MethodSpec.of("oracle", survival=curve, block_size=b,
                                              seed=1000 * b + r, shadow=True), target,
@@ -86,20 +85,13 @@ def measure(args) -> dict:
                     runs.append({"concurrency": c, "method": "dflash", "block": b,
                                  "repeat": r, "lossless": tokens == streams, **cell})
         print(f"c={c}: {time.perf_counter() - t0:.1f} s", flush=True)
-    return {"model": args.model, "device": _device(torch, cuda),
-            "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                         "triton": version("triton")},
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "git_sha": git_sha(), "compile": not args.no_compile,
+    return {"model": args.model, **stamp(), "compile": not args.no_compile,
             "setup": {"prompt_tokens": args.prompt, "new_tokens": args.new_tokens,
                       "alpha": args.alpha, "blocks": args.blocks,
                       "concurrency": args.concurrency, "repeats": args.repeats,
                       "engine": "reference.generate (sync: one host sync per round)"},
             "runs": runs}
 
-
-def _device(torch, cuda: bool) -> str:
-    return torch.cuda.get_device_name() if cuda else "cpu"
 
 
 

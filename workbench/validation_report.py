@@ -192,14 +192,16 @@ def heldout(calib: dict) -> dict:
 
 def write_markdown(doc: dict, calib: dict, rows: list[dict], path: Path) -> None:
     s, setup = summary(rows), doc["setup"]
+    run_gpu = doc.get("gpu", doc.get("device"))  # files before the common stamp: "device"
+    table_gpu = calib.get("gpu", calib["hardware"].get("gpu"))  # before: under "hardware"
     lines = [
         f"# Simulator validation: {calib['hardware']['name']} {doc['model']}", "",
-        f"Engine runs: {doc['device']}, torch {doc['versions']['torch']}, triton "
+        f"Engine runs: {run_gpu}, torch {doc['versions']['torch']}, triton "
         f"{doc['versions']['triton']}, commit {doc.get('git_sha')}, {doc['date']}; "
         f"{setup['engine']}, compiled layers {doc['compile']}; random weights, prompt "
         f"{setup['prompt_tokens']}, {setup['new_tokens']} new tokens, oracle drafts with "
         f"s_j = {setup['alpha']}^j, {setup['repeats']} repeats per cell.",
-        f"Calibration table: `{calib['path']}` ({calib['hardware'].get('gpu')}, driver "
+        f"Calibration table: `{calib['path']}` ({table_gpu}, driver "
         f"{calib['hardware'].get('driver')}, commit {calib.get('git_sha')}, {calib['date']}).",
         "", "## Held-out error of the calibration predictors", "",
         "| piece | points | median % | p90 % | max % |", "| --- | --: | --: | --: | --: |"]

@@ -3,7 +3,7 @@
     y[m, n] = sum_k x[m, k] * W[n, k]      x (..., K), W (N, K) row-major (nn.Linear's layout)
 
 computed in fp32 and rounded once to x's dtype. This is the fp32 reference of the 2x rule
-(workbench/numerics.py); the same product in the low dtype (`x @ W.t()`, cuBLAS on CUDA) is
+(common/numerics.py); the same product in the low dtype (`x @ W.t()`, cuBLAS on CUDA) is
 the other side of it.
 """
 

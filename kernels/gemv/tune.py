@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 import torch
 
+from common.buckets import cdiv, round_up
 from kernels.gemv.kernel import GemvConfig, default_config, gemv
 
 TUNE = os.environ.get("WORKBENCH_GEMV_TUNE", "1") == "1"
@@ -66,7 +67,7 @@ def m_bucket(m: int) -> int:
     """1, 2, 4, 8, 16, then multiples of 16: calls in one bucket share a config."""
     if m <= 16:
         return 1 << max(m - 1, 0).bit_length()
-    return -(-m // 16) * 16
+    return round_up(m, 16)
 
 
 def key_of(m: int, n: int, k: int, w: torch.Tensor) -> tuple:
@@ -80,14 +81,14 @@ def split_candidates(m: int, n: int, k: int) -> tuple[GemvConfig, ...]:
     (cdiv(N, block_n) * split_k) with slices of at least one K chunk (K >= split_k * block_k).
     Qwen3-8B at M <= 4 (M > 4: dot only): 9 for wqkv 6144x4096 (5), 11 for wo 4096x4096 and
     down 4096x12288 (5 each), none for gate_up 24576x4096."""
-    if -(-n // 16) >= 4 * SMS:
+    if cdiv(n, 16) >= 4 * SMS:
         return ()
     out = []
     for bn, bk, warps, stages, dot in SPLIT_BASES:
         if not dot and m > FMA_MAX_ROWS:
             continue
         for sk in SPLIT_KS:
-            if 2 * SMS <= -(-n // bn) * sk <= 8 * SMS and k >= sk * bk:
+            if 2 * SMS <= cdiv(n, bn) * sk <= 8 * SMS and k >= sk * bk:
                 out.append(GemvConfig(bn, bk, warps, stages, dot, sk))
     return tuple(out)
 
@@ -168,7 +169,7 @@ def _time(fn, ws: list[torch.Tensor], rep_ms: int) -> float:
 def l2_copies(w: torch.Tensor) -> list[torch.Tensor]:
     """w and clones of it, at least 3x L2 and two tensors in all: cycled through, every call
     streams its W from HBM."""
-    return [w] + [w.clone() for _ in range(max(1, -(-3 * L2_BYTES // w.nbytes) - 1))]
+    return [w] + [w.clone() for _ in range(max(1, cdiv(3 * L2_BYTES, w.nbytes) - 1))]
 
 
 def streamed(fn, ws: list[torch.Tensor], calls: int = 24):

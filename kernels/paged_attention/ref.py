@@ -73,7 +73,7 @@ def paged_attention_sdpa(q, k_pool, v_pool, req_to_token, req_rows, positions, k
     """The same attention with every op in q's dtype (gather, then SDPA with a mask).
 
     Not the oracle: the 2x rule's same-dtype reference, whose error against the fp32 oracle
-    bounds a 16-bit kernel's (workbench/numerics.py).
+    bounds a 16-bit kernel's (common/numerics.py).
     """
     bs, t, nh, d = q.shape
     group = nh // k_pool.shape[1]

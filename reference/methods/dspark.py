@@ -7,8 +7,8 @@ lengths to (programmatic: the toy study's calibration)."""
 
 from __future__ import annotations
 
+from common.dspark_schedule import Scheduler
 from reference.dspark import load_dspark
-from reference.dspark_schedule import Scheduler
 from reference.registry import register
 
 

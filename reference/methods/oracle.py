@@ -17,11 +17,12 @@ from collections.abc import Sequence
 
 import torch
 
+from common.survival import geometric_survival
 from reference.device import to_device
 from reference.generate import generate
 from reference.kv_pool import KVPool
 from reference.model import Target
-from reference.proposers import Proposal, Proposer, Round, geometric_survival
+from reference.proposers import Proposal, Proposer, Round
 from reference.registry import FACTORIES, MethodSpec, register
 
 

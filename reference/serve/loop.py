@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from reference.cuda_graphs import bucket
+from common.buckets import bucket, round_up
 from reference.device import Fence, Streams, to_device
 from reference.engine import Clock, DecodeBatch, Engine, StepOutput, runtime
 from reference.model import Target
@@ -99,7 +99,7 @@ class Server:
         self.device = target.device
         self.max_context = max_context
         self.rt = rt = runtime(target, proposer.draft_kv if proposer else None,
-                               config.max_running, -(-(max_context + 2 * self.block) // 64) * 64)
+                               config.max_running, round_up(max_context + 2 * self.block, 64))
         self.pool = rt.pool
         self.engine = Engine(target, proposer, rt, config.sampling, config.seed)
         self.streams = Streams(self.device)

@@ -9,7 +9,7 @@ the draft-KV materialisation of the verified rows. Markov steps use the roofline
 In the simulator (`spec.method = dspark`, conf/spec/dspark.yaml; B = spec.block_size =
 gamma + 1) `schedule` gives each request of a decode stretch its verify length 1 + l_r under
 `spec.verify_policy` ("fixed" verifies all gamma drafts) from the scheduler of
-simulator/dspark.py. The confidences are the calibrated per-position acceptance of each
+common/dspark_schedule.py. The confidences are the calibrated per-position acceptance of each
 request's curve (the acceptance model's survival S: c_j = S_j / S_{j-1}; ECE 0 assumed), so
 they are constant over a stretch, whose rounds all verify the same lengths; a stretch stands
 for a scheduler step, so "production" reads the confidences of the batch `lag` stretches
@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from common.buckets import bucket, token_buckets
+from common.dspark_schedule import POLICIES, Scheduler
+from common.dspark_schedule import SPSTable as SPS
 from simulator import dspark_confidence as conf
-from simulator.dspark import POLICIES, SPS, Scheduler, pad_to_bucket, token_buckets
 from simulator.errors import ConfigError
 from simulator.methods.base import Drafted, register
 
@@ -139,7 +141,7 @@ class DSpark(Drafted):
         """Target verify of q (n,) tokens per request, padded to a bucket, + head + inject."""
         total = int(q.sum())
         padded = q.copy()
-        padded[0] += int(pad_to_bucket(total, self.buckets)) - total
+        padded[0] += int(bucket(total, self.buckets, beyond=None)) - total
         rows = float(padded.sum())
         return (
             cost.target_forward_s(padded, kv)

@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from common.dspark_schedule import Scheduler, SPSTable
 from reference.config import ConfigError
 from reference.dspark import load_dspark
-from reference.dspark_schedule import Scheduler, SPSTable
 from reference.generate import generate
 from tests.reference.conftest import TINY, drafter_config, drafter_weights
 

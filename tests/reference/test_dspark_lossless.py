@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from reference.dspark_schedule import Scheduler, SPSTable
+from common.dspark_schedule import Scheduler, SPSTable
 from reference.verify import Sampling, verify_sampling
 
 CHI2_DF3_P001 = 16.27

@@ -9,13 +9,13 @@ import torch
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from common.survival import geometric_survival
 from reference.cuda_graphs import GraphCache
 from reference.engine import Runtime
 from reference.generate import generate
 from reference.kv_pool import KVPool, KVShape, PoolFullError
 from reference.loaders import load_dflash
 from reference.methods.oracle import OracleProposer
-from reference.proposers import geometric_survival
 
 
 def _prompts(lens, vocab, seed=0):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from common.survival import geometric_survival
 from reference import ops
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
 from reference.methods.oracle import OracleProposer
-from reference.proposers import geometric_survival
 
 pytestmark = pytest.mark.gpu
 

@@ -13,10 +13,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from common.survival import geometric_survival
 from reference.cuda_graphs import GraphCache
 from reference.generate import generate
 from reference.methods.oracle import OracleProposer
-from reference.proposers import geometric_survival
 from reference.serve import ClosedLoop, ServeConfig, Server, make_requests
 from reference.verify import Sampling
 

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from common.survival import logistic_survival
 from simulator.acceptance import (
     CurveAcceptance,
     MeanAcceptance,
@@ -15,7 +16,6 @@ from simulator.acceptance import (
     make_acceptance,
     mean_commit,
     solve_logit0,
-    survival,
 )
 from simulator.params import ConfigError, SimConfig
 
@@ -45,7 +45,7 @@ def test_per_position_conditional_acceptance_matches_curve():
     logit0 = 1.5
     model = CurveAcceptance(4096, 8, logit0, 0.2, np.random.default_rng(1))
     c = _sample(model, n_req=4096, rounds=50, B=8) - 1
-    s = survival(np.float64(logit0), 0.2, 8)
+    s = logistic_survival(np.float64(logit0), 0.2, 8)
     alpha = np.concatenate([[s[0]], s[1:] / s[:-1]])
     for k in range(7):
         reached = (c >= k).sum()

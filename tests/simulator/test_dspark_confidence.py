@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simulator
-from simulator import dspark as sim
+from common.dspark_schedule import POLICIES
 from simulator import dspark_confidence as conf
 from simulator.acceptance import AcceptanceModel
 from simulator.costs import RooflineCostModel
@@ -115,7 +115,7 @@ def _acceptance(n: int, seed: int) -> AcceptanceModel:
     return acc
 
 
-@given(st.integers(0, 10_000), st.integers(1, 40), st.sampled_from(sim.POLICIES[:-1]))
+@given(st.integers(0, 10_000), st.integers(1, 40), st.sampled_from(POLICIES[:-1]))
 def test_per_round_schedule_lengths_in_one_to_b(seed, n, policy):
     m = DSpark(7, 64, policy="fixed" if policy == "full" else policy, confidence_corr=0.8)
     q, commits = m.plan_rounds(RooflineCostModel(SimConfig()), _acceptance(n, seed),

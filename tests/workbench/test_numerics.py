@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from workbench.numerics import assert_close, assert_two_x, compare, tolerance
+from common.numerics import tolerance
+from workbench.numerics import assert_close, assert_two_x, compare
 
 
 def test_table_rows():
