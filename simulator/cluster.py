@@ -18,7 +18,8 @@ import numpy as np
 import simpy
 
 from simulator.acceptance import make_acceptance
-from simulator.costs import CostModel, make_cost_model
+from simulator.cost_models import make_cost_model
+from simulator.costs import CostModel
 from simulator.methods import make_method
 from simulator.metrics import SimResult, summarize
 from simulator.params import SimConfig

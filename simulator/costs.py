@@ -8,13 +8,11 @@ priced in one call; the answer is a float for one round, else an array of shape 
 the linear layers and, separately, for attention, plus a launch overhead per forward; the
 LM head + sampling and DFlash's draft-KV materialization the same way; the host as a constant
 plus a per-request term. `calibrated` (simulator/calibrated.py) reads the reference engine's
-measured tables instead; cost models register in `COST_MODELS` and are picked with
-`engine.cost_model`.
+measured tables instead; `engine.cost_model` picks one (simulator/cost_models.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -151,20 +149,3 @@ class RooflineCostModel:
 
     def copy_s(self) -> float:
         return self.copy
-
-
-def _calibrated(cfg: SimConfig) -> CostModel:
-    from simulator.calibrated import CalibratedCostModel
-
-    return CalibratedCostModel(cfg)
-
-
-COST_MODELS: dict[str, Callable[[SimConfig], CostModel]] = {
-    "roofline": RooflineCostModel,
-    "calibrated": _calibrated,
-}
-
-
-def make_cost_model(cfg: SimConfig) -> CostModel:
-    """The cost model named by `engine.cost_model` (the seam for calibrated tables)."""
-    return COST_MODELS[cfg.engine.cost_model](cfg)

@@ -1,6 +1,6 @@
-"""Benchmark of `accept_bonus` against its oracle on the H200 (issue 2's shapes).
+"""Benchmark of `accept_bonus` against its oracle on the H200 (the engine's decode shapes).
 
-    python -m kernels.accept_bonus.bench   # this op alone; `python -m kernels.bench`: all
+    python -m kernels.bench --ops accept_bonus   # this op alone; without --ops: all
 
 bs in {1, 64, 512} x B in {8, 16}; drafts agree with the target's argmax 70% of the time.
 Bytes moved: two (bs, B) int64 inputs and (bs,) prefixes read; (bs, B) int64 tokens and four
@@ -36,9 +36,3 @@ def run(floor: dict) -> list[Row]:
                 lambda a=args: accept_bonus(*a), lambda a=args: accept_bonus_ref(*a),
                 nbytes, floor))
     return rows
-
-
-if __name__ == "__main__":
-    from kernels.bench import main
-
-    raise SystemExit(main(["--ops", "accept_bonus"]))

@@ -1,6 +1,6 @@
 """Benchmark of `kv_materialize` on the Qwen3-8B DFlash drafter's shapes (issue 2).
 
-    python -m kernels.kv_materialize.bench   # this op alone; `python -m kernels.bench`: all
+    python -m kernels.bench --ops kv_materialize   # this op alone; without --ops: all
 
 L=5 draft layers, nkv=8, D=128 (full rotary, R=128), H=4096, bf16, random distinct slots.
 
@@ -132,9 +132,3 @@ def run(copy_bw: float) -> tuple[list[Row], list[dict]]:
     for tokens in (DECODE_BLOCK, DECODE_BATCHES[-1] * DECODE_BLOCK, PREFILL_TOKENS):
         part += gemm_rows(tokens)
     return rows + part, sweep
-
-
-if __name__ == "__main__":
-    from kernels.bench import main
-
-    raise SystemExit(main(["--ops", "kv_materialize"]))

@@ -1,6 +1,6 @@
 """Benchmark of `paged_attention` on Qwen3-8B's attention shapes (nh=32, nkv=8, D=128, bf16).
 
-    python -m kernels.paged_attention.bench   # this op alone; `python -m kernels.bench`: all
+    python -m kernels.bench --ops paged_attention   # this op alone; without --ops: all
 
 Decode (T = 1) and DFlash verify (T = 16) at bs in {1, 16, 64}, 1024 keys per request at
 random pool slots. The oracle gathers each request's row of K/V and runs the softmax in fp32;
@@ -146,9 +146,3 @@ def split_rows(width: int = 832) -> list[Row]:
                             base, nbytes, {"splits": splits, "chosen": chosen},
                             "forced faster", forced.p50 < base.p50))
     return rows
-
-
-if __name__ == "__main__":
-    from kernels.bench import main
-
-    raise SystemExit(main(["--ops", "paged_attention"]))

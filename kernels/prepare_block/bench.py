@@ -1,6 +1,6 @@
 """Benchmark of `prepare_block` against its oracle on the H200 (issue 2's shapes).
 
-    python -m kernels.prepare_block.bench   # this op alone; `python -m kernels.bench`: all
+    python -m kernels.bench --ops prepare_block   # this op alone; without --ops: all
 
 bs in {1, 64, 512} x B in {8, 16}, a (2*bs, 8192) int32 table, prefixes anywhere in it.
 Bytes moved: the three (bs,) inputs, bs*B table entries read, three (bs, B) int64 outputs.
@@ -37,9 +37,3 @@ def run(floor: dict) -> list[Row]:
                 lambda a=args, k=kw: prepare_block(*a, **k),
                 lambda a=args, k=kw: prepare_block_ref(*a, **k), nbytes, floor))
     return rows
-
-
-if __name__ == "__main__":
-    from kernels.bench import main
-
-    raise SystemExit(main(["--ops", "prepare_block"]))

@@ -1,6 +1,6 @@
 """Benchmark of `qk_norm_rope_write` on Qwen3-8B's layer shapes (nh=32, nkv=8, D=128, bf16).
 
-    python -m kernels.qk_norm_rope_write.bench   # this op alone; `python -m kernels.bench`: all
+    python -m kernels.bench --ops qk_norm_rope_write   # this op alone; without --ops: all
 
 T tokens in {1 (AR decode), 16 (a DFlash verify block), 512 (a prefill)}, qkv (T, 6144) as
 the wqkv GEMM leaves it, distinct random pool slots. Each row: the kernel against the eager
@@ -89,9 +89,3 @@ def run() -> list[Row]:
                         "bfloat16", k, o, nbytes(tokens), extra, "< compiled sequence",
                         k.p50 < c.p50))
     return rows
-
-
-if __name__ == "__main__":
-    from kernels.bench import main
-
-    raise SystemExit(main(["--ops", "qk_norm_rope_write"]))

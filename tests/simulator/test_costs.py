@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.costs import CostModel, RooflineCostModel, make_cost_model
+from simulator.cost_models import make_cost_model
+from simulator.costs import CostModel, RooflineCostModel
 from simulator.methods import make_method
 from simulator.params import ConfigError, SimConfig
 from simulator.shapes import Stack, kv_budget, target_weight_bytes
