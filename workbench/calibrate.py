@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from reference.options import add_arguments, from_args
 from simulator.calibration import FORMAT, REPO_CONF
 from workbench.calib_fit import borrow, fit, print_report
 from workbench.results import git_sha, version
@@ -97,7 +98,8 @@ def measure_model(name: str, g: dict, args) -> dict:
     ctx = max(kv + dkv + [g["prompt"] + g["new"]]) + 64
     bench = Bench(preset, device=args.device, blocks=g["blocks"], context_len=ctx,
                   max_requests=max(g["n"] + g["host_n"]), reps=g["reps"],
-                  budget_s=args.budget_s, compile_layers=not args.no_compile)
+                  budget_s=args.budget_s, compile_layers=not args.no_compile,
+                  options=args.engine_options)
     q = sorted({*g["q"], bench.own_block})
     blocks = sorted(bench.drafters)
     tables, held = {}, {}
@@ -157,6 +159,7 @@ def measure_model(name: str, g: dict, args) -> dict:
         "hardware": {"name": args.hardware, **_device_info(torch, args.device)},
         "engine": {"cuda_graphs": True, "compile": not args.no_compile,
                    "buckets": list(BUCKETS), "reps": g["reps"]},
+        "engine_options": bench.target.options.asdict(),
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "triton": version("triton"), "cuda": torch.version.cuda},
         "git_sha": git_sha(), "date": datetime.datetime.now(datetime.timezone.utc)
@@ -214,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=75.0, help="measuring time per model")
     p.add_argument("--quick", action="store_true", help="tiny grid (CPU tests)")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside graphs")
+    add_arguments(p)
     args = p.parse_args([a for a in argv if a.startswith("-") or "=" not in a])
+    args.engine_options = from_args(args)
     args.hardware = keys.pop("hardware", "h200")
     models = keys.pop("model", "qwen3-8b")
     if keys:

@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from reference.options import add_arguments, from_args
 from workbench.results import git_sha, version
 
 
@@ -53,7 +54,8 @@ def measure(args) -> dict:
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
     target = random_target(args.model, device=dev,
-                           dtype=torch.bfloat16 if cuda else torch.float32)
+                           dtype=torch.bfloat16 if cuda else torch.float32,
+                           options=args.engine_options)
     if cuda and not args.no_compile:
         target.enable_compile()
     base = random_dflash(args.model, target)
@@ -89,6 +91,7 @@ def measure(args) -> dict:
                          "triton": version("triton")},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "git_sha": git_sha(), "compile": not args.no_compile,
+            "engine_options": target.options.asdict(),
             "setup": {"prompt_tokens": args.prompt, "new_tokens": args.new_tokens,
                       "alpha": args.alpha, "blocks": args.blocks,
                       "concurrency": args.concurrency, "repeats": args.repeats,
@@ -98,8 +101,6 @@ def measure(args) -> dict:
 
 def _device(torch, cuda: bool) -> str:
     return torch.cuda.get_device_name() if cuda else "cpu"
-
-
 
 
 def _ints(text: str) -> list[int]:
@@ -126,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--alpha", type=float, default=0.85, help="oracle: s_j = alpha^j")
     p.add_argument("--no-compile", action="store_true")
+    add_arguments(p)
     args = p.parse_args([a for a in argv[1:] if a.startswith("-") or "=" not in a])
+    args.engine_options = from_args(args)
     args.model = keys.pop("model", "qwen3-8b")
     if keys:
         p.error(f"unknown keys {sorted(keys)} (model=...)")

@@ -50,6 +50,8 @@ def test_serve_bench_open_loop(capsys):
     doc = run(["--target", "random:tiny", "--device", "cpu", "--concurrency", "2",
                "--prompt-len", "8", "--max-new-tokens", "12", "--block-size", "4", "--tau", "2.5",
                "--methods", "oracle,dflash", "--modes", "overlap", "--rate", "500",
-               "--spread", "0.5"])
+               "--spread", "0.5", "--no-fused-qk", "--fused-merge"])
     assert [(r["method"], r["lossless"]) for r in doc["rows"]] == [("oracle", True),
                                                                     ("dflash", True)]
+    assert doc["engine_options"]["fused_qk"] is False  # the shared flags, stamped
+    assert doc["engine_options"]["fused_merge"] is True
