@@ -10,7 +10,7 @@
 #       engine   the engine bench at batch 1 (issue 3's shape: prompt 512, 256 new tokens;
 #                AR with and without lookahead, DFlash with the oracle, the decode step's top
 #                kernels) twice: GEMV tuned in CUDA graphs (the default), then by do_bench
-#                (WORKBENCH_GEMV_TUNE_GRAPH=0); the attention and GEMV kernels' rows (split
+#                (--no-gemv-tune-graph); the attention and GEMV kernels' rows (split
 #                count at batch 1; the tuned GEMV against cuBLAS in graph replays that stream
 #                W past L2) (~5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
@@ -18,9 +18,9 @@
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
 #                input fusion, uniform blocks), 8 minutes each in parallel, and their
 #                acceptance (~9.5 min; after world: its data and the probe, which decides
-#                WORKBENCH_TRAIN_COMPILE; on a cold machine it makes the data itself and
+#                --compile or --no-compile; on a cold machine it makes the data itself and
 #                trains 5.5 minutes). Training parts write a profile of steps
-#                10-14 of every trainer into profiles/ (reference/toy/step_cost.py)
+#                10-14 of every trainer into profiles/ (toy/step_cost.py)
 #       train    the seven 3-minute ablations beside the DSpark study (18-27 GB each), then
 #                the acceptance tables and studies (main, ablations, block size, latency)
 #                (~9 min; needs drafters or the zoo's drafters copied to artifacts/toy)
@@ -152,29 +152,30 @@ run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
 toy_data() {  # toy_data NAME: artifacts/toy's data stage from the zoo's tokenizer and
   # target (their stage keys are the recipe's, so it skips them; micro: makes its own)
   [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/tokenizer experiments/zoo/target $A/
-  OMP_NUM_THREADS=8 run "$1" 300 python -m reference.toy.recipe --out $A "${WORLD[@]}"
+  OMP_NUM_THREADS=8 run "$1" 300 python -m toy.recipe --out $A "${WORLD[@]}"
 }
 
 case $part in
   world)
     toy_data recipe
+    compile_flags=(--no-compile --compile)
     for c in 0 1; do  # a drafter's step eager vs compiled, alone (ablations picks one)
-      WORKBENCH_TRAIN_COMPILE=$c WORKBENCH_TRAIN_PROFILE=$R/profiles run probe$c 180 \
-        python -m reference.toy.train_dflash --target $A/target --out $A/probe$c \
-        --data $A/data/train.safetensors "${PROBE[@]}"
+      run probe$c 180 python -m toy.train_dflash --target $A/target --out $A/probe$c \
+        --data $A/data/train.safetensors "${PROBE[@]}" "${compile_flags[$c]}" \
+        --profile $R/profiles
       cp $A/probe$c/metrics.json "$R/probe$c.json"
     done
     ;;
   engine)
     run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
-    WORKBENCH_GEMV_TUNE_GRAPH=0 run bench_do_bench_tuned 200 python -m reference.bench \
-      --out "$R/bench_do_bench_tuned.json" "${BENCH[@]}"
+    run bench_do_bench_tuned 200 python -m reference.bench \
+      --out "$R/bench_do_bench_tuned.json" "${BENCH[@]}" --no-gemv-tune-graph
     [ -z "$micro" ] && run kernels 150 python -m kernels.bench --ops paged_attention,gemv \
       --out "$R/kernels.json"
     ;;
   drafters)
-    WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=8 run recipe 580 \
-      python -m reference.toy.recipe --out $A --parallel --zoo "$R/zoo" "${DRAFT[@]}"
+    OMP_NUM_THREADS=8 run recipe 580 python -m toy.recipe --out $A --parallel \
+      --zoo "$R/zoo" --profile $R/profiles "${DRAFT[@]}"
     ;;
   ablations)
     minutes=$LONG_MIN
@@ -183,22 +184,24 @@ case $part in
       minutes=$LONG_COLD_MIN
     fi
     compile=  # the default (compiled on CUDA) unless world's probe says eager fits more
-    [ -f $A/probe1/metrics.json ] && compile=$(python -m reference.toy.step_cost --choose \
+    [ -f $A/probe1/metrics.json ] && compile=$(python -m toy.step_cost --choose \
       $A/probe0 $A/probe1 --minutes "$minutes")
-    echo "== $minutes min, WORKBENCH_TRAIN_COMPILE=$compile" | tee "$R/compile.log"
-    WORKBENCH_TRAIN_COMPILE=$compile WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=2 \
-      run ablations 540 \
-      python -m reference.toy.ablations --out $A --parallel --minutes "$minutes" \
+    compile_flag=()
+    [ "$compile" = 1 ] && compile_flag=(--compile)
+    [ "$compile" = 0 ] && compile_flag=(--no-compile)
+    echo "== $minutes min, compile: ${compile_flag[*]:-default}" | tee "$R/compile.log"
+    OMP_NUM_THREADS=2 run ablations 540 \
+      python -m toy.ablations --out $A --parallel --minutes "$minutes" \
       --budget-minutes 9 --only full --only no-features --only fusion --only uniform \
-      "${LONG[@]}"
+      "${compile_flag[@]}" --profile $R/profiles "${LONG[@]}"
     run acc_ablations 80 python -m experiments.acceptance artifacts=$A study=ablations \
       "drafters=[ablations/full,ablations/no-features,ablations/fusion,ablations/uniform]" \
       "hydra.run.dir=$R/acc_ablations" "${ACC[@]}"
     ;;
   train)
-    OMP_NUM_THREADS=1 run ablations 300 python -m reference.toy.ablations --out $A --parallel \
+    OMP_NUM_THREADS=1 run ablations 300 python -m toy.ablations --out $A --parallel \
       "${ABL[@]}" &
-    OMP_NUM_THREADS=4 run dspark 330 python -m reference.toy.dspark_study --artifacts $A \
+    OMP_NUM_THREADS=4 run dspark 330 python -m toy.dspark_study --artifacts $A \
       --out "$R/dspark" "${DSPARK[@]}" &
     wait
     rm -f "$R"/dspark/*/model.safetensors
@@ -211,9 +214,9 @@ case $part in
     ;;
   depth)
     toy_data recipe
-    WORKBENCH_TRAIN_PROFILE=$R/profiles OMP_NUM_THREADS=4 run ablations 340 \
-      python -m reference.toy.ablations --out $A --parallel --minutes "$DEPTH_MIN" \
-      --layers "$DEPTH" --block 8 --only full --only fusion "${LONG[@]}"
+    OMP_NUM_THREADS=4 run ablations 340 \
+      python -m toy.ablations --out $A --parallel --minutes "$DEPTH_MIN" \
+      --layers "$DEPTH" --block 8 --only full --only fusion --profile $R/profiles "${LONG[@]}"
     run acc_depth 80 python -m experiments.acceptance artifacts=$A study=ablations \
       "drafters=[ablations/full-l$DEPTH-b8,ablations/fusion-l$DEPTH-b8]" \
       "hydra.run.dir=$R/acc_depth" "${ACC[@]}"
@@ -221,11 +224,11 @@ case $part in
   base)
     [ -z "$micro" ] && mkdir -p $B && cp -rn experiments/zoo/tokenizer $B/
     # the target's and the data's wall caps: 4 + 3.5 minutes (2026-11-29h: 107 + 155 s)
-    OMP_NUM_THREADS=8 run recipe 480 python -m reference.toy.recipe --out $B "${BASE1[@]}"
+    OMP_NUM_THREADS=8 run recipe 480 python -m toy.recipe --out $B "${BASE1[@]}"
     cp $B/target/stage.json "$R/target_stage.json"
     ;;
   base-drafters)
-    OMP_NUM_THREADS=8 run recipe 580 python -m reference.toy.recipe --out $B --parallel \
+    OMP_NUM_THREADS=8 run recipe 580 python -m toy.recipe --out $B --parallel \
       "${BASE2[@]}"
     for s in data dflash-b16 dflash-b8 eval; do cp $B/$s/stage.json "$R/${s}_stage.json"; done
     ;;
@@ -245,7 +248,7 @@ case $part in
     ;;
   selfspec)
     [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ] && toy_data data
-    OMP_NUM_THREADS=8 run selfspec 300 python -m reference.toy.train_selfspec --recipe $A \
+    OMP_NUM_THREADS=8 run selfspec 300 python -m toy.train_selfspec --recipe $A \
       --out "$R/selfspec" "${SELFSPEC[@]}"
     rm -f "$R"/selfspec/model/*.safetensors "$R"/selfspec/model/tokenizer.json
     ;;

@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         checks=[dict(zip(("op", "shape", "dtype", "max_abs_err", "mismatches", "ok"), c))
                 for c in checks],
         rows=[_row_dict(r, copy_bw) for r in rows], kv_sweep=sweep,
+        kernel_options=kernel_options(),
     )
     line = json.dumps(record)
     if args.out:
@@ -141,6 +142,16 @@ def main(argv: list[str] | None = None) -> int:
             f.write(line + "\n")
     print(line)
     return 0
+
+
+def kernel_options() -> dict:
+    """The launch switches of the main rows (the ablation rows name theirs in `shape`): the
+    attention kernel's and the GEMV tuning's, as the engine's EngineOptions defaults."""
+    from kernels.gemv import bench as gemv_bench
+    from kernels.paged_attention import bench as attention_bench
+
+    return {"paged_attention": dict(attention_bench.LAUNCH),
+            "gemv_tuning": gemv_bench.TUNING._asdict()}
 
 
 if __name__ == "__main__":

@@ -11,10 +11,13 @@ over the engine's own AR at the same batch, and the per-round time split. Batch-
 compared with the 263 tok/s bound of streaming the weights at the measured 4.30 TB/s.
 Prints a table, then one JSON line; --out writes the JSON too.
 
+The engine runs under the EngineOptions of the shared flags (reference/options.py, e.g.
+--no-fused-qk, --unsplit-width N), stamped into the JSON as "engine_options".
+
 --ablate (reference/bench_ablate.py) instead measures batch-1 AR decode only, in one run,
-for the current path, +fused q/k tail (reference.model.FUSED_QK), +the short-context
-attention rule (kernels.paged_attention.kernel.UNSPLIT_MAX_WIDTH), both, and +fused split-K
-merge (kernels.paged_attention.kernel.FUSED_MERGE) (about 2 min on the H200):
+for every kernel switch off, then each of the opt-in paths (fused q/k tail, the short-context
+attention rule at --ablate-unsplit-width, fused split-K merge, Triton GEMV), each row its own
+EngineOptions (about 2 min on the H200):
 
     python -m reference.bench --ablate --new-tokens 128 --out bs1_ablation.json
 """
@@ -28,6 +31,7 @@ import time
 import torch
 
 from common.stamps import stamp
+from reference import options as engine_options
 from reference.bench_ablate import ablate, print_ablation
 from reference.generate import generate
 from reference.loaders import (
@@ -122,13 +126,15 @@ def main(argv=None) -> dict:
                    help="bs-1 AR only: every switch of reference/bench_ablate.py VARIANTS")
     p.add_argument("--variants", default=None,
                    help="--ablate: comma-separated VARIANTS names (default: all)")
-    p.add_argument("--unsplit-width", type=int, default=1024,
+    p.add_argument("--ablate-unsplit-width", type=int, default=1024,
                    help="--ablate: the attention rule runs tables of width <= this unsplit")
     p.add_argument("--ablate-repeats", type=int, default=2)
     p.add_argument("--out", default=None)
+    engine_options.add_arguments(p)
     args = p.parse_args(argv)
     args.method = args.method or (f"oracle:tau={args.tau},block_size={args.block_size},"
                                   "shadow=true")
+    opts = engine_options.from_args(args)
     sizes = [int(x) for x in args.batch_sizes.split(",")]
     cfg = preset_config(args.preset)
     gen = torch.Generator().manual_seed(0)
@@ -137,14 +143,15 @@ def main(argv=None) -> dict:
     cuda = args.device == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
     state = random_state_dict(cfg, device=args.device, dtype=dtype)
-    result = stamp(args=vars(args), bound_tok_s=BOUND_TOK_S)
+    result = stamp(args=vars(args), engine_options=opts.asdict(), bound_tok_s=BOUND_TOK_S)
     if args.ablate:
-        return _ablate(args, cfg, prompts[0], dtype, state, result)
+        return _ablate(args, cfg, prompts[0], dtype, state, result, opts)
     if args.hf_new_tokens:
         result["hf_tok_s"], hf_tokens = hf_decode_tok_s(args.preset, state, prompts[0],
                                                         args.hf_new_tokens)
         torch.cuda.empty_cache()  # the transformers model is gone
-    target = random_target(args.preset, device=args.device, dtype=dtype, state=state)
+    target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
+                           options=opts)
     if cuda and not args.no_compile:
         target.enable_compile()
     drafter = build(MethodSpec.of("dflash", random=args.preset, block_size=args.block_size),
@@ -160,7 +167,6 @@ def main(argv=None) -> dict:
     if cuda:  # which projections the tuner gave the Triton GEMV, and how it timed them
         from kernels.gemv import tune
 
-        result["gemv_tune_graph"] = tune.TUNE_GRAPH
         result["gemv_configs"] = {str(k): str(v or "cuBLAS (timed faster)")
                                   for k, v in tune.CONFIGS.items()}
         result["gemv_tune_us"] = {str(k): v for k, v in tune.TUNE_LOG.items()}
@@ -173,12 +179,13 @@ def main(argv=None) -> dict:
     return result
 
 
-def _ablate(args, cfg, prompt: list[int], dtype, state: dict, result: dict) -> dict:
-    target = random_target(args.preset, device=args.device, dtype=dtype, state=state)
+def _ablate(args, cfg, prompt: list[int], dtype, state: dict, result: dict, opts) -> dict:
+    target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
+                           options=opts)
     if args.device == "cuda" and not args.no_compile:
         target.enable_compile()
     names = args.variants.split(",") if args.variants else None
-    result["ablation"] = ablate(target, prompt, args.new_tokens, args.unsplit_width,
+    result["ablation"] = ablate(target, prompt, args.new_tokens, args.ablate_unsplit_width,
                                 args.ablate_repeats, names)
     _print_stamp(result)
     print_ablation(result["ablation"])

@@ -1,30 +1,30 @@
 """`python -m reference.bench --ablate`: batch-1 AR decode with and without the opt-in changes.
 
-One process, one set of random Qwen3-8B weights, the variants interleaved `repeats` times:
+One process, one set of random Qwen3-8B weights, the variants interleaved `repeats` times.
+Each variant is an `EngineOptions` (reference/options.py): the base options (the bench's
+flags) with every kernel switch off, then these turned on:
 
-    all off     every switch off: eager q/k tail (Inductor's ~5 kernels), cuBLAS projections
-    +fused qk   reference.model.FUSED_QK (the default since the 2026-11-29 H200 ablation):
-                ops.qk_norm_rope_write, one Triton launch per layer
-    +attn rule  kernels.paged_attention.kernel.UNSPLIT_MAX_WIDTH = W: no split-K, no merge
-                launch, when the table width is at most W (the bench's table is
-                prompt + new + 2 rounded up to 64, e.g. 704)
+    all off     eager q/k tail (Inductor's ~5 kernels), cuBLAS projections, split-K attention
+    +fused qk   fused_qk: ops.qk_norm_rope_write, one Triton launch per layer
+    +attn rule  unsplit_width = W: no split-K, no merge launch, when the table width is at
+                most W (the bench's table is prompt + new + 2 rounded up to 64, e.g. 704)
     both        the two together
-    +fused merge  kernels.paged_attention.kernel.FUSED_MERGE: the split-K programs merge
-                themselves (the last split of a head, found by an atomic counter, writes the
-                output), no merge launch, for every table width
-    +triton gemv  reference.model.TRITON_GEMV: wqkv, wo and down through the Triton GEMV
-                (kernels/gemv, tuned per shape on its first call, before capture)
-    +gemv gate_up  the same and gate_up (reference.model.TRITON_GEMV_GATE_UP)
+    +fused merge  fused_merge: the split-K programs merge themselves (the last split of a
+                head, found by an atomic counter, writes the output), no merge launch
+    +triton gemv  triton_gemv: wqkv, wo and down through the Triton GEMV (kernels/gemv,
+                tuned per shape on its first call, before capture)
+    +gemv gate_up  the same and gate_up (triton_gemv_gate_up)
     qk+gemv     fused q/k and the Triton GEMV (split-K configs among the tuned candidates)
     qk+merge+gemv  fused q/k, fused merge and the Triton GEMV
 
-Each variant gets fresh CUDA graphs (the switches are read at capture; the compiled layer
-takes fused_qk as an argument, so torch.compile keeps one graph per value), a warm-up
-generate, then a timed generate. Per variant: tok/s and wall ms/step of `generate`, and the
-GPU ms/step of the captured decode graph replayed back to back (no host gaps: the device
-time of one step). Reported: the median over repeats, and the change against the first
-variant run (`all off` unless `names` leaves it out). `names` picks a subset (the bench's
---variants).
+Each variant runs on `target.with_options(opts)`: the same weights and compiled layer, the
+KV pool kept, fresh CUDA graphs (the switches are baked in at capture; the compiled layer
+takes them as arguments, so torch.compile keeps one graph per value). Then a warm-up
+generate and a timed one. Per variant: tok/s and wall ms/step of `generate`, and the GPU
+ms/step of the captured decode graph replayed back to back (no host gaps: the device time
+of one step). Reported: the median over repeats, the change against the first variant run
+(`all off` unless `names` leaves it out), and each row's options (`engine_options`).
+`names` picks a subset (the bench's --variants).
 """
 
 from __future__ import annotations
@@ -33,16 +33,41 @@ import statistics
 
 import torch
 
-from reference import model
-from reference.cuda_graphs import GraphCache
 from reference.generate import generate
+from reference.options import EngineOptions
 
-# (name, fused qk, attention rule, fused merge, triton gemv: 0 off, 1 wqkv/wo/down, 2 +gate_up)
-VARIANTS = (("all off", False, False, False, 0), ("+fused qk", True, False, False, 0),
-            ("+attn rule", False, True, False, 0), ("both", True, True, False, 0),
-            ("+fused merge", False, False, True, 0), ("+triton gemv", False, False, False, 1),
-            ("+gemv gate_up", False, False, False, 2), ("qk+gemv", True, False, False, 1),
-            ("qk+merge+gemv", True, False, True, 1))
+OFF = dict(fused_qk=False, triton_gemv=False, triton_gemv_gate_up=False, unsplit_width=0,
+           fused_merge=False)
+RULE = -1  # stands for the ablation's unsplit width in VARIANTS
+# (name, the fields turned on over OFF)
+VARIANTS = (
+    ("all off", {}),
+    ("+fused qk", dict(fused_qk=True)),
+    ("+attn rule", dict(unsplit_width=RULE)),
+    ("both", dict(fused_qk=True, unsplit_width=RULE)),
+    ("+fused merge", dict(fused_merge=True)),
+    ("+triton gemv", dict(triton_gemv=True)),
+    ("+gemv gate_up", dict(triton_gemv=True, triton_gemv_gate_up=True)),
+    ("qk+gemv", dict(fused_qk=True, triton_gemv=True)),
+    ("qk+merge+gemv", dict(fused_qk=True, fused_merge=True, triton_gemv=True)),
+)
+
+
+def variant_options(base: EngineOptions, unsplit_width: int,
+                    names: list[str] | None = None) -> dict[str, EngineOptions]:
+    """{name: options} of VARIANTS (those in `names` when given, in VARIANTS' order): `base`
+    with the kernel switches of OFF, then the variant's on (the attention rule at
+    `unsplit_width`). Fields OFF leaves alone (GEMV tuning, compiled prefill) keep base's."""
+    known = [v[0] for v in VARIANTS]
+    unknown = sorted(set(names or ()) - set(known))
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}; known: {known}")
+    out = {}
+    for name, on in VARIANTS:
+        if names is None or name in names:
+            on = {k: unsplit_width if v == RULE else v for k, v in on.items()}
+            out[name] = base.replace(**{**OFF, **on})
+    return out
 
 
 def decode_graph_ms(target, reps: int = 50) -> float | None:
@@ -66,16 +91,9 @@ def decode_graph_ms(target, reps: int = 50) -> float | None:
     return start.elapsed_time(end) / reps
 
 
-def run_variant(target, prompt: list[int], new_tokens: int, fused: bool, unsplit: int,
-                fused_merge: bool = False, gemv: int = 0) -> dict:
-    from kernels.paged_attention import kernel as attention
-
-    model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH = fused, unsplit
-    attention.FUSED_MERGE = fused_merge
-    model.TRITON_GEMV, model.TRITON_GEMV_GATE_UP = gemv >= 1, gemv >= 2
-    if target.runtime is not None:
-        target.runtime.graphs = GraphCache(target.device)  # recapture under the switches
-    generate(target, [prompt], max_new_tokens=4)  # compile (once per fused value), capture
+def run_variant(target, prompt: list[int], new_tokens: int) -> dict:
+    """A warm-up (compile, capture) and a timed bs-1 AR generate on `target` as it is."""
+    generate(target, [prompt], max_new_tokens=4)
     ar = generate(target, [prompt], max_new_tokens=new_tokens)
     s = ar.stats
     return {"tok_s": s["tokens_per_s"], "step_ms": 1e3 * s["decode_s"] / s["rounds"],
@@ -85,36 +103,22 @@ def run_variant(target, prompt: list[int], new_tokens: int, fused: bool, unsplit
 
 def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
            repeats: int = 2, names: list[str] | None = None) -> dict:
-    """Interleaved runs of VARIANTS (those in `names` when given); returns {"variants":
-    [...], "unsplit_width": ...}."""
-    from kernels.paged_attention import kernel as attention
-
-    unknown = sorted(set(names or ()) - {v[0] for v in VARIANTS})
-    if unknown:
-        raise ValueError(f"unknown variants {unknown}; known: {[v[0] for v in VARIANTS]}")
-    variants = [v for v in VARIANTS if names is None or v[0] in names]
-
-    saved = model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH, attention.FUSED_MERGE
-    saved_gemv = model.TRITON_GEMV, model.TRITON_GEMV_GATE_UP
-    runs: dict[str, list[dict]] = {v[0]: [] for v in variants}
-    try:
-        for _ in range(repeats):
-            for name, fused, rule, merge, gemv in variants:
-                runs[name].append(run_variant(target, prompt, new_tokens, fused,
-                                              unsplit_width if rule else 0, merge, gemv))
-    finally:
-        model.FUSED_QK, attention.UNSPLIT_MAX_WIDTH, attention.FUSED_MERGE = saved
-        model.TRITON_GEMV, model.TRITON_GEMV_GATE_UP = saved_gemv
-        if target.runtime is not None:
-            target.runtime.graphs = GraphCache(target.device)
-    table_width = target.runtime.pool.req_to_token.shape[1] if target.runtime else None
+    """Interleaved runs of VARIANTS (those in `names` when given) over `target.options`;
+    returns {"variants": [...], "unsplit_width": ...}. The runs move `target`'s runtime
+    (`Target.with_options`): `target` is left without one."""
+    options = variant_options(target.options, unsplit_width, names)
+    runs: dict[str, list[dict]] = {name: [] for name in options}
+    current = target
+    for _ in range(repeats):
+        for name, opts in options.items():
+            current = current.with_options(opts)
+            runs[name].append(run_variant(current, prompt, new_tokens))
+    table_width = current.runtime.pool.req_to_token.shape[1] if current.runtime else None
     rows = []
-    for name, fused, rule, merge, gemv in variants:
+    for name, opts in options.items():
         r = runs[name]
         gpu = [x["gpu_step_ms"] for x in r if x["gpu_step_ms"] is not None]
-        rows.append({"variant": name, "fused_qk": fused,
-                     "unsplit_max_width": unsplit_width if rule else 0, "fused_merge": merge,
-                     "triton_gemv": gemv,
+        rows.append({"variant": name, "engine_options": opts.asdict(),
                      "tok_s": statistics.median(x["tok_s"] for x in r),
                      "step_ms": statistics.median(x["step_ms"] for x in r),
                      "gpu_step_ms": statistics.median(gpu) if gpu else None,
@@ -149,5 +153,5 @@ def print_ablation(a: dict) -> None:
         times = a["gemv_tune_us"].get(key, {})
         mine = min((v for k, v in times.items() if k != "cublas" and v == v), default=None)
         if mine is not None and "cublas" in times:
-            print(f"gemv (N, K, M, dtype, dev) {key}: {cfg} {mine:.1f} us, "
-                  f"cuBLAS {times['cublas']:.1f} us")
+            print(f"gemv (N, K, M, dtype, dev, graph-timed, cuBLAS fallback) {key}: {cfg} "
+                  f"{mine:.1f} us, cuBLAS {times['cublas']:.1f} us")

@@ -56,7 +56,8 @@ def draft_forward(drafter: Drafter, target: Target, block_ids: torch.Tensor,
     cos_sin = drafter.cos_sin[batch.positions]
     for i, w in enumerate(drafter.layers):
         win = cfg.window(i)  # full layers: bidirectional in the block; sliding: causal
-        attn = attention_meta(batch, req_to_token, causal=win is not None, window=win)
+        attn = attention_meta(batch, req_to_token, causal=win is not None, window=win,
+                              options=target.options)
         x = target.fast_layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i],
                               cfg.num_heads, cfg.rms_norm_eps)
     h = rms_norm(x[:, 1:], drafter.norm, cfg.rms_norm_eps)

@@ -92,7 +92,8 @@ def dspark_hidden(
     cos_sin = drafter.cos_sin[batch.positions]
     for i, w in enumerate(drafter.layers):
         win = cfg.window(i)
-        attn = attention_meta(batch, req_to_token, causal=win is not None, window=win)
+        attn = attention_meta(batch, req_to_token, causal=win is not None, window=win,
+                              options=target.options)
         x = target.fast_layer(
             x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads, cfg.rms_norm_eps
         )

@@ -13,7 +13,6 @@ loop one step later). `runtime` owns the target's KV pool and CUDA graphs across
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -29,10 +28,6 @@ from reference.proposers import Proposer, Round
 from reference.verify import Sampling, sample, verify_greedy, verify_sampling
 
 MEM_FRACTION = 0.85  # of device memory, for weights plus KV pool (SGLang's mem_fraction_static)
-# Prefill through the compiled layer (dynamic shapes) instead of the eager one. Off by default
-# until measured: eager prefill costs 35-45 ms of host launches per step on Qwen3-8B shapes
-# (benchmarks/serve/README.md); WORKBENCH_COMPILED_PREFILL=1 turns it on for an A/B run.
-COMPILED_PREFILL = os.environ.get("WORKBENCH_COMPILED_PREFILL") == "1"
 MIN_ROWS = 256  # request rows of a CUDA pool
 PHASES = ("draft", "verify", "accept", "inject")
 
@@ -147,7 +142,7 @@ class Engine:
         capture = self.proposer.target_layer_ids if self.proposer else ()
         hidden, aux = self.target.forward(ids, batch, self.pool.req_to_token, self.pool.k,
                                           self.pool.v, capture=capture,
-                                          fast=COMPILED_PREFILL)
+                                          fast=self.target.options.compiled_prefill)
         last = hidden[torch.arange(n, device=dev), lens - 1]
         first = sample(self.target.logits(last), self.sampling, self.gen)
         if on_sampled is not None:

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 from reference.config import ConfigError, DFlashConfig, ModelConfig
 from reference.dflash import DFlashProposer, Drafter
 from reference.model import LayerWeights, Target, rope_cache
+from reference.options import EngineOptions
 
 QWEN3_8B = dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
                 num_key_value_heads=8, head_dim=128, intermediate_size=12288, vocab_size=151936,
@@ -122,8 +123,12 @@ def _layers(cfg: ModelConfig, weights: dict, prefix: str, where: str, device, dt
 
 
 def target_from_state_dict(cfg: ModelConfig, weights: dict, *, device=None, dtype=None,
-                           where: str = "target") -> Target:
-    """Build a Target from HF Qwen3ForCausalLM tensor names (`model.*`, `lm_head.weight`)."""
+                           where: str = "target", options: EngineOptions | None = None
+                           ) -> Target:
+    """Build a Target from HF Qwen3ForCausalLM tensor names (`model.*`, `lm_head.weight`),
+    running under `options` (None: the EngineOptions defaults)."""
+    if options is not None and not isinstance(options, EngineOptions):
+        raise ValueError(f"options must be an EngineOptions, got {type(options).__name__}")
     dtype = dtype or weights["model.embed_tokens.weight"].dtype
     device = torch.device(device or "cpu")
     vh = (cfg.vocab_size, cfg.hidden_size)
@@ -135,18 +140,21 @@ def target_from_state_dict(cfg: ModelConfig, weights: dict, *, device=None, dtyp
                   norm=_take(weights, "model.norm.weight", (cfg.hidden_size,), where, device,
                              dtype),
                   head=head,
-                  cos_sin=rope_cache(cfg.head_dim, cfg.rope_theta, cfg.max_position, device))
+                  cos_sin=rope_cache(cfg.head_dim, cfg.rope_theta, cfg.max_position, device),
+                  options=options or EngineOptions())
 
 
-def load_target(path, *, device=None, dtype=None) -> Target:
-    """Load an HF-format Qwen3ForCausalLM directory (config.json + safetensors)."""
+def load_target(path, *, device=None, dtype=None,
+                options: EngineOptions | None = None) -> Target:
+    """Load an HF-format Qwen3ForCausalLM directory (config.json + safetensors); the target
+    runs under `options` (None: the EngineOptions defaults)."""
     directory = Path(path)
     cfg = ModelConfig.from_dict(_read_json(directory / "config.json", "target config"),
                                 f"{directory}/config.json")
     if cfg.vocab_size <= 0:
         raise ConfigError(f"{directory}/config.json: missing field 'vocab_size'")
     return target_from_state_dict(cfg, read_safetensors(directory), device=device, dtype=dtype,
-                                  where=str(directory))
+                                  where=str(directory), options=options)
 
 
 def drafter_from_state_dict(cfg: DFlashConfig, weights: dict, target: Target,
@@ -245,12 +253,14 @@ def preset_config(name: str) -> ModelConfig:
 
 
 def random_target(preset: str, *, device=None, dtype=torch.bfloat16, seed: int = 0,
-                  state: dict | None = None) -> Target:
-    """A `random:<preset>` target (weights from `random_state_dict` unless given)."""
+                  state: dict | None = None, options: EngineOptions | None = None) -> Target:
+    """A `random:<preset>` target (weights from `random_state_dict` unless given), running
+    under `options` (None: the EngineOptions defaults)."""
     cfg = preset_config(preset)
     state = state if state is not None else random_state_dict(cfg, device=device, dtype=dtype,
                                                                seed=seed)
-    return target_from_state_dict(cfg, state, device=device, dtype=dtype, where=preset)
+    return target_from_state_dict(cfg, state, device=device, dtype=dtype, where=preset,
+                                  options=options)
 
 
 def random_dflash(preset: str, target: Target, *, block_size: int | None = None,

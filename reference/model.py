@@ -6,41 +6,26 @@ sits at absolute position `positions[b, t]`, writes its K/V to slot `cache_loc[b
 attends to keys `w < kv_lens[b]` of its request's row of `req_to_token` (causally, and within
 the window on sliding layers). Padding tokens use slot 0 and never reach real keys.
 Attention reads K/V in place from the pool (reference/ops.py: the Triton paged_attention
-kernel on CUDA, its oracle on the CPU).
+kernel on CUDA, its oracle on the CPU). Which kernels run is the target's `EngineOptions`
+(reference/options.py), passed down as arguments: the layer takes fused_qk, triton_gemv and
+the GEMV tuning, AttentionMeta carries the attention kernel's launch switches.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
+from kernels.gemv.tuning import GemvTuning
 from kernels.kv_materialize.ref import rope_neox
 from reference import ops
 from reference.config import ModelConfig
-
-# Target.forward on CUDA runs the q/k norm, RoPE and K/V pool write of every layer as one
-# Triton launch (ops.qk_norm_rope_write) instead of Inductor's ~5 kernels. On by default since
-# the H200 ablation (`python -m reference.bench --ablate`, benchmarks/h200-2026-11-29c/serve/
-# engine_ablation.json): batch-1 Qwen3-8B GPU step 5.448 -> 5.126 ms, same greedy tokens;
-# WORKBENCH_FUSED_QK=0 turns it off. The fused path rounds once (fp32 math), the eager path
-# three times: outputs may differ by bf16 ulps. Flip it before Target.enable_compile() and
-# before the CUDA graphs are captured.
-FUSED_QK = os.environ.get("WORKBENCH_FUSED_QK", "1") == "1"
-# Target.forward on CUDA runs the wqkv, wo and down projections of a step of at most
-# ops.GEMV_MAX_ROWS tokens (decode, a bs-1 verify block) with the Triton GEMV (ops.gemv,
-# kernels/gemv, tuned per shape against cuBLAS on first use, cuBLAS kept where it times
-# faster) instead of cuBLAS. On by default since the H200 ablation (benchmarks/h200-2026-11-29c/
-# serve/bs1_gemv): batch-1 Qwen3-8B GPU step 5.062 -> 4.744 ms on top of FUSED_QK, same greedy
-# tokens; WORKBENCH_TRITON_GEMV=0 turns it off. gate_up stays on cuBLAS (it streams at ~4.2
-# TB/s; WORKBENCH_TRITON_GEMV_GATE_UP=1 measured no better). Flip them before the CUDA graphs
-# are captured (torch.compile guards on both).
-TRITON_GEMV = os.environ.get("WORKBENCH_TRITON_GEMV", "1") == "1"
-TRITON_GEMV_GATE_UP = os.environ.get("WORKBENCH_TRITON_GEMV_GATE_UP", "0") == "1"
+from reference.options import EngineOptions
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -95,7 +80,8 @@ class AttentionMeta(NamedTuple):
     """Which keys each query of a padded batch sees (kernels/paged_attention/ref.py).
 
     req_to_token (R, W) int32, req_rows (bs,) i64, positions (bs, T) i64, kv_lens (bs,) i64;
-    causal and window (None: unbounded) are per layer.
+    causal and window (None: unbounded) are per layer. unsplit_max_width and fused_merge are
+    the Triton kernel's launch switches (EngineOptions.unsplit_width, .fused_merge).
     """
 
     req_to_token: torch.Tensor
@@ -104,30 +90,37 @@ class AttentionMeta(NamedTuple):
     kv_lens: torch.Tensor
     causal: bool
     window: int | None
+    unsplit_max_width: int = 0
+    fused_merge: bool = False
 
 
 def attention_meta(batch: ForwardBatch, req_to_token: torch.Tensor, *, causal: bool,
-                   window: int | None) -> AttentionMeta:
+                   window: int | None, options: EngineOptions | None = None) -> AttentionMeta:
+    """The batch's AttentionMeta for one layer, with `options`' attention switches (None:
+    the kernel's defaults)."""
+    opts = options or EngineOptions()
     return AttentionMeta(req_to_token, batch.req_rows, batch.positions, batch.kv_lens, causal,
-                         window)
+                         window, opts.unsplit_width, opts.fused_merge)
 
 
 def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn: AttentionMeta,
                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                   num_heads: int, eps: float, fused_qk: bool = False,
-                  triton_gemv: bool = False) -> torch.Tensor:
+                  triton_gemv: bool = False, gemv_gate_up: bool = False,
+                  gemv_tuning: GemvTuning | None = None) -> torch.Tensor:
     """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
 
     The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
     fused_qk: norm, rotate and write q/k/v through ops.qk_norm_rope_write (one Triton launch
     on CUDA; on the CPU its oracle, which is the sequence below).
-    triton_gemv: the projections of at most ops.GEMV_MAX_ROWS tokens through ops.gemv.
+    triton_gemv: the wqkv, wo and down projections of at most ops.GEMV_MAX_ROWS tokens
+    through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
     """
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
     gemv = triton_gemv and bs * t <= ops.GEMV_MAX_ROWS
     h = rms_norm(x, w.input_norm, eps)
-    qkv = _linear(h, w.wqkv, gemv)
+    qkv = _linear(h, w.wqkv, gemv, gemv_tuning)
     if fused_qk:
         q = ops.qk_norm_rope_write(qkv.reshape(bs * t, -1), w.q_norm, w.k_norm,
                                    cos_sin.reshape(bs * t, d), cache_loc, k_pool, v_pool,
@@ -140,15 +133,18 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
         v_pool.index_copy_(0, cache_loc, v.reshape(bs * t, nkv, d))
     out = ops.paged_attention(q, k_pool, v_pool, attn.req_to_token, attn.req_rows,
                               attn.positions, attn.kv_lens, causal=attn.causal,
-                              window=attn.window)
-    x = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv)
-    gate_up = _linear(rms_norm(x, w.post_norm, eps), w.w_gate_up, gemv and TRITON_GEMV_GATE_UP)
+                              window=attn.window, unsplit_max_width=attn.unsplit_max_width,
+                              fused_merge=attn.fused_merge)
+    x = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning)
+    gate_up = _linear(rms_norm(x, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
+                      gemv_tuning)
     gate, up = gate_up.chunk(2, dim=-1)
-    return x + _linear(F.silu(gate) * up, w.w_down, gemv)
+    return x + _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning)
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, gemv: bool) -> torch.Tensor:
-    return ops.gemv(x, weight) if gemv else x @ weight.t()
+def _linear(x: torch.Tensor, weight: torch.Tensor, gemv: bool,
+            tuning: GemvTuning | None) -> torch.Tensor:
+    return ops.gemv(x, weight, tuning) if gemv else x @ weight.t()
 
 
 @dataclass
@@ -157,7 +153,8 @@ class Target:
 
     embed: (V, H); head: (V, H) (the same tensor when tied); cos_sin: (P, D) fp32.
     `fast_layer` is the torch.compile'd `decoder_layer` after `enable_compile()`; the
-    fixed-shape forwards (decode, draft, verify) use it, prefill stays eager.
+    fixed-shape forwards (decode, draft, verify) use it, prefill stays eager (unless
+    options.compiled_prefill). `options` picks the kernels; change them with `with_options`.
     """
 
     config: ModelConfig
@@ -167,7 +164,8 @@ class Target:
     head: torch.Tensor
     cos_sin: torch.Tensor
     fast_layer: Callable = decoder_layer
-    runtime: object = None  # the engine's pool and CUDA graphs (reference/generate.py)
+    runtime: object = None  # the engine's pool and CUDA graphs (reference/engine.py)
+    options: EngineOptions = field(default_factory=EngineOptions)
 
     @property
     def device(self) -> torch.device:
@@ -176,6 +174,28 @@ class Target:
     @property
     def dtype(self) -> torch.dtype:
         return self.embed.dtype
+
+    def with_options(self, options: EngineOptions) -> Target:
+        """This target (same weights, same compiled layer) under `options`.
+
+        The kernel switches are baked into CUDA graphs at capture, so the runtime moves to
+        the new target with its KV pool kept and its graphs dropped (recaptured on first
+        use); this target is left with no runtime (its next run builds a new pool).
+        """
+        if not isinstance(options, EngineOptions):
+            raise ValueError(f"options must be an EngineOptions, got {type(options).__name__}")
+        rt = self.runtime
+        if rt is not None:
+            from reference.cuda_graphs import GraphCache
+
+            rt = dataclasses.replace(rt, graphs=GraphCache(self.device))
+            self.runtime = None
+        return dataclasses.replace(self, options=options, runtime=rt)
+
+    def gemv_tuning(self) -> GemvTuning:
+        """The GEMV tuning of `options`, as the kernels take it."""
+        o = self.options
+        return GemvTuning(o.gemv_tune, o.gemv_tune_graph, o.gemv_cublas_fallback)
 
     def enable_compile(self) -> None:
         """Fuse each layer's elementwise work with torch.compile (CUDA fast path)."""
@@ -204,15 +224,18 @@ class Target:
         cache_loc = batch.cache_loc.reshape(-1)
         cos_sin = self.cos_sin[batch.positions]
         layer = self.fast_layer if fast else decoder_layer
-        fused_qk = FUSED_QK and x.is_cuda  # a bool argument: torch.compile guards on it
-        triton_gemv = TRITON_GEMV and x.is_cuda
+        opts = self.options  # bool arguments below: torch.compile guards on them
+        fused_qk = opts.fused_qk and x.is_cuda
+        triton_gemv = opts.triton_gemv and x.is_cuda
+        tuning = self.gemv_tuning()
         aux = []
         for i, w in enumerate(self.layers):
             win = cfg.window(i)
             attn = attention_meta(batch, req_to_token, causal=causal or win is not None,
-                                  window=win)
+                                  window=win, options=opts)
             x = layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads,
-                      cfg.rms_norm_eps, fused_qk, triton_gemv)
+                      cfg.rms_norm_eps, fused_qk, triton_gemv, opts.triton_gemv_gate_up,
+                      tuning)
             if i in capture:
                 aux.append(x)
         hidden = rms_norm(x, self.norm, cfg.rms_norm_eps)

@@ -46,16 +46,20 @@ def kv_materialize(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, ca
 
 @torch.compiler.disable
 def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, *, causal,
-                    window=None):
+                    window=None, unsplit_max_width=0, fused_merge=False):
     """See `kernels.paged_attention_ref`; opaque to torch.compile (a Triton launch on CUDA).
 
     The oracle also runs whenever q needs a gradient (drafter training): the Triton kernel
-    has no backward.
+    has no backward. unsplit_max_width and fused_merge are the kernel's launch switches
+    (EngineOptions.unsplit_width, .fused_merge); the oracle has none.
     """
     grad = torch.is_grad_enabled() and q.requires_grad
-    op = kernels.paged_attention if _use_triton(q) and not grad else kernels.paged_attention_ref
-    return op(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, causal=causal,
-              window=window)
+    args = (q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens)
+    if _use_triton(q) and not grad:
+        return kernels.paged_attention(*args, causal=causal, window=window,
+                                       unsplit_max_width=unsplit_max_width,
+                                       fused_merge=fused_merge)
+    return kernels.paged_attention_ref(*args, causal=causal, window=window)
 
 
 @torch.compiler.disable
@@ -75,16 +79,17 @@ def qk_norm_rope_write(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_
 
 
 @torch.compiler.disable
-def gemv(x, w):
+def gemv(x, w, tuning=None):
     """x (..., K) @ w (N, K)^T: `kernels.gemv` (Triton) on CUDA, else `x @ w.t()`.
 
     Opaque to torch.compile. The Triton kernel runs for at most GEMV_MAX_ROWS rows, matching
     dtypes and no gradient; otherwise (and on the CPU) the layer's own matmul, which in fp32
     is the oracle `kernels.gemv_ref`. The first CUDA call of a shape tunes the kernel: make
-    it outside CUDA-graph capture (the engine's GraphCache warms up before capturing).
+    it outside CUDA-graph capture (the engine's GraphCache warms up before capturing), as
+    `tuning` says (kernels.gemv.tune.GemvTuning; None: its defaults).
     """
     rows = x.numel() // max(x.shape[-1], 1)
     grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
     if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype:
-        return kernels.gemv(x, w)
+        return kernels.gemv(x, w, tuning=tuning)
     return x @ w.t()

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from toy.recipe import Recipe, is_done, stage_key
-from toy.train_dflash import DFlashTrainConfig
+from toy.train_dflash import DFlashTrainConfig, TrainRun, add_run_arguments, run_from_args
 
 BASE = DFlashTrainConfig(block_size=16, batch=128, steps=600, max_minutes=3.0)
 LONG_STEPS = 6000  # the step cap of a --minutes run (the recipe's drafters')
@@ -74,10 +74,10 @@ def ablation_done(out: Path, key: str) -> bool:
 
 
 def run_ablations(out: Path, recipe: Recipe, names=tuple(ABLATIONS), base=BASE,
-                  budget_minutes: float | None = None, command: str = "", suffix: str = ""
-                  ) -> dict[str, dict]:
+                  budget_minutes: float | None = None, command: str = "", suffix: str = "",
+                  run: TrainRun | None = None) -> dict[str, dict]:
     """Train every ablation of `names` not done yet, within the time budget, each into
-    out/ablations/<name><suffix>."""
+    out/ablations/<name><suffix>, executed as `run` says."""
     import torch
 
     from reference.loaders import load_target
@@ -104,7 +104,7 @@ def run_ablations(out: Path, recipe: Recipe, names=tuple(ABLATIONS), base=BASE,
         folder.mkdir(parents=True, exist_ok=True)
         start = time.time()
         metrics = stages.drafter(folder, target, out / "tokenizer" / "tokenizer.json",
-                                 out / "data" / "train.safetensors", cfg)
+                                 out / "data" / "train.safetensors", cfg, run)
         records[name] = {"stage": f"ablations/{folder.name}", "key": key, "command": command,
                          "seed": cfg.seed, "wall_s": time.time() - start, "metrics": metrics}
         (folder / "stage.json").write_text(json.dumps(records[name], indent=2))
@@ -130,13 +130,15 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=None,
                     help=f"block size B (default {BASE.block_size}), into "
                          "ablations/<name>[-l<layers>]-b<block>")
+    add_run_arguments(ap)
     args = ap.parse_args()
+    run = run_from_args(args)
     if args.parallel:
         shared = ["--out", str(args.out), "--budget-minutes", str(args.budget_minutes),
                   *(["--micro"] if args.micro else ["--size", args.size]),
                   *(["--minutes", str(args.minutes)] if args.minutes else []),
                   *(["--layers", str(args.layers)] if args.layers else []),
-                  *(["--block", str(args.block)] if args.block else [])]
+                  *(["--block", str(args.block)] if args.block else []), *run.argv()]
         names = args.only or sorted(ABLATIONS)
         procs = [subprocess.Popen([sys.executable, "-m", "toy.ablations", *shared,
                                    "--only", name]) for name in names]
@@ -156,7 +158,7 @@ def main() -> None:
         base, suffix = dataclasses.replace(base, block_size=args.block), f"{suffix}-b{args.block}"
     command = " ".join(["python -m toy.ablations", *sys.argv[1:]])
     run_ablations(args.out, recipe, tuple(args.only or ABLATIONS), base, args.budget_minutes,
-                  command, suffix)
+                  command, suffix, run)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from toy.train_dflash import DFlashTrainConfig
+from toy.train_dflash import DFlashTrainConfig, TrainRun, add_run_arguments, run_from_args
 
 STAGES = ("tokenizer", "target", "data", "dflash-b16", "dflash-b8", "eval")
 OUTPUTS = {"tokenizer": ("tokenizer.json",), "target": ("config.json", "model.safetensors"),
@@ -147,7 +147,7 @@ def is_done(out: Path, recipe: Recipe, stage: str) -> bool:
     return json.loads(record.read_text()).get("key") == stage_key(recipe, stage)
 
 
-def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
+def _run_stage(out: Path, recipe: Recipe, stage: str, run: TrainRun | None) -> dict:
     from reference.loaders import load_target
     from toy import stages
 
@@ -164,7 +164,7 @@ def _run_stage(out: Path, recipe: Recipe, stage: str) -> dict:
         return stages.evaluate(out, target, tok_path, recipe,
                                [s for s in STAGES if s.startswith("dflash")])
     return stages.drafter(out / stage, target, tok_path, out / "data" / "train.safetensors",
-                          recipe.drafter(stage))
+                          recipe.drafter(stage), run)
 
 
 def planned_minutes(recipe: Recipe, stage: str) -> float:
@@ -189,15 +189,17 @@ def run_parallel(out: Path, stages: list[str], argv: list[str]) -> None:
 
 def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool = False,
                command: str = "", budget_minutes: float | None = None,
-               parallel_argv: list[str] | None = None) -> dict[str, dict]:
-    """Run every stage not done (or just `only`); returns each run stage's record.
+               parallel_argv: list[str] | None = None, run: TrainRun | None = None
+               ) -> dict[str, dict]:
+    """Run every stage not done (or just `only`), the drafters executed as `run` says;
+    returns each run stage's record.
 
     With budget_minutes, a stage starts only if its `planned_minutes` fit in what is left,
     so one command stays under a machine's time limit; rerunning continues. With
     parallel_argv (the recipe arguments to repeat), the drafter stages not done run at the
     same time in subprocesses, which write their own records.
     """
-    records, start = {}, time.time()
+    records, start, run = {}, time.time(), run or TrainRun()
     for stage in STAGES if only is None else (only,):
         drafters = [s for s in STAGES if s.startswith("dflash") and not is_done(out, recipe, s)]
         if parallel_argv is not None and only is None and stage in drafters[:1]:
@@ -208,7 +210,7 @@ def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool =
                 break
             print(f"recipe: {drafters} in parallel ...", flush=True)
             t0 = time.time()
-            run_parallel(out, drafters, parallel_argv)
+            run_parallel(out, drafters, [*parallel_argv, *run.argv()])
             print(f"recipe: {drafters} done in {time.time() - t0:.1f}s", flush=True)
         todo = [s for s in requires(stage) if not is_done(out, recipe, s)]
         if todo:
@@ -224,7 +226,7 @@ def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool =
         print(f"recipe: {stage} ...", flush=True)
         t0 = time.time()
         (out / stage).mkdir(parents=True, exist_ok=True)
-        metrics = _run_stage(out, recipe, stage)
+        metrics = _run_stage(out, recipe, stage, run)
         records[stage] = {"stage": stage, "key": stage_key(recipe, stage),
                           "params": _params(recipe, stage), "command": command,
                           "seed": recipe.seed, "wall_s": time.time() - t0,
@@ -248,6 +250,7 @@ def main() -> None:
     ap.add_argument("--target-dropout", type=float, default=None,
                     help=f"the target's residual and attention dropout (default by size: "
                          f"{TARGET_DROPOUT}, else none)")
+    add_run_arguments(ap)
     args = ap.parse_args()
     recipe = recipe_for(args.size, args.micro, args.target_dropout)
     command = " ".join(["python -m toy.recipe", *sys.argv[1:]])
@@ -255,7 +258,7 @@ def main() -> None:
     if recipe.target_dropout is not None:
         shared += ["--target-dropout", str(recipe.target_dropout)]
     run_recipe(args.out, recipe, args.stage, args.force, command, args.budget_minutes,
-               shared if args.parallel else None)
+               shared if args.parallel else None, run_from_args(args))
     if args.zoo is not None:
         from toy.zoo import export_zoo
 

@@ -19,7 +19,7 @@ from reference.model import Target
 from toy.corpus import read_texts
 from toy.gen_data import gen_data, load_dataset, split_prompts
 from toy.tokenizer import EOT, MASK, load_tokenizer, train_tokenizer
-from toy.train_dflash import DFlashTrainConfig, train_dflash
+from toy.train_dflash import DFlashTrainConfig, TrainRun, train_dflash
 from toy.train_target import train_target
 
 
@@ -47,9 +47,9 @@ def data(out: Path, tgt: Target, tok_path: Path, recipe) -> dict:
 
 
 def drafter(out: Path, tgt: Target, tok_path: Path, data_path: Path,
-            cfg: DFlashTrainConfig) -> dict:
+            cfg: DFlashTrainConfig, run: TrainRun | None = None) -> dict:
     mask_id = load_tokenizer(tok_path).token_to_id(MASK)
-    metrics = train_dflash(tgt, load_dataset(data_path), out, cfg, mask_id)
+    metrics = train_dflash(tgt, load_dataset(data_path), out, cfg, mask_id, run=run)
     shutil.copy(tok_path, out / "tokenizer.json")
     return {k: v for k, v in metrics.items() if k != "history"}
 

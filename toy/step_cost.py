@@ -4,11 +4,11 @@ a profile of real steps inside a training run.
     python -m toy.step_cost [--dtype bfloat16] [--depths 1,2,3,15] [--reps 20]
     python -m toy.step_cost --choose EAGER_RUN COMPILED_RUN --minutes 8
 
-`StepProfile` (on when WORKBENCH_TRAIN_PROFILE names a folder) profiles steps 10-14 of
+`StepProfile` (on when given a folder: the trainers' --profile DIR) profiles steps 10-14 of
 every `train_dflash.fit` and writes the run's top ops by device (or CPU) time, the wall
 time per step and the device time per step into that folder: whether a step waits on the
 host, the device or other processes sharing it. `--choose` reads two short probe runs of
-`train_dflash` (eager and WORKBENCH_TRAIN_COMPILE=1) and prints 1 when the compiled one
+`train_dflash` (--no-compile and --compile) and prints 1 when the compiled one
 would fit more steps into --minutes (its compile time included), else 0.
 
 A random micro target (toy/train_target.py SIZES["micro"], vocab 512) and one
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import tempfile
@@ -68,11 +67,12 @@ class OpCount(TorchDispatchMode):
 
 
 class StepProfile:
-    """Profiles steps [first, first + count) of a training loop: call `step(i)` before step i
-    runs, `close()` after the loop (writes nothing if the window was not reached)."""
+    """Profiles steps [first, first + count) of a training loop into folder/<name>.txt: call
+    `step(i)` before step i runs, `close()` after the loop (writes nothing if the window was
+    not reached, or folder is None)."""
 
-    def __init__(self, name: str, first: int = 10, count: int = 5):
-        folder = os.environ.get("WORKBENCH_TRAIN_PROFILE")
+    def __init__(self, name: str, folder: str | Path | None = None, first: int = 10,
+                 count: int = 5):
         safe = re.sub(r"[^\w.-]+", "_", name).strip("_")
         self.path = Path(folder) / f"{safe}.txt" if folder else None
         self.first, self.count = first, count

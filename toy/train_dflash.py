@@ -19,9 +19,9 @@ or eagle (the autoregressive baseline, with --layers 1; --chain-depth D trains o
 first D chain steps).
 Saves the z-lab format (`load_dflash`; variants: `variants.load_variant`) and metrics.json.
 A step never waits for the device (batches copied asynchronously, no data-dependent
-shapes); on CUDA the drafter's forward and loss run through torch.compile
-(WORKBENCH_TRAIN_COMPILE=0: eager); WORKBENCH_TRAIN_PROFILE=DIR profiles steps 10-14
-(toy/step_cost.py).
+shapes); on CUDA the drafter's forward and loss run through torch.compile (--no-compile:
+eager; --compile: on the CPU too); --profile DIR profiles steps 10-14 (toy/step_cost.py).
+Both are a `TrainRun`: how the run executes, not what it trains (no stage key).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -60,17 +59,41 @@ from toy.tokenizer import MASK
 from toy.train_target import lr_at
 from toy.variants import VARIANTS, context_features
 
-# The drafter's forward and loss through torch.compile (fewer launches and no Python per op:
-# a step is bound by them, toy/step_cost.py); an execution switch, not part of a
-# stage's key. None (unset): on CUDA only. H200, benchmarks/h200-2026-11-29e/world: 31 ms a
-# step against 61 ms eager after 22 s of compiling (1056 against 829 steps in one minute);
-# WORKBENCH_TRAIN_COMPILE=0 runs eager, =1 compiles on the CPU too.
-COMPILE = {"1": True, "0": False}.get(os.environ.get("WORKBENCH_TRAIN_COMPILE", ""))
+
+@dataclass(frozen=True)
+class TrainRun:
+    """How a drafter training run executes, not what it trains (so not part of a stage's
+    key); the trainers' --compile/--no-compile and --profile flags.
+
+    compile: the drafter's forward and loss through torch.compile (fewer launches and no
+    Python per op: a step is bound by them, toy/step_cost.py); None: on CUDA only.
+    profile_dir: a folder for `StepProfile`'s profile of steps 10-14 (None: no profile).
+    """
+
+    compile: bool | None = None
+    profile_dir: str | None = None
+
+    def compiling(self, device: torch.device) -> bool:
+        """Whether the steps on `device` go through torch.compile."""
+        return self.compile if self.compile is not None else device.type == "cuda"
+
+    def argv(self) -> list[str]:
+        """The flags that give this run to a child process (`run_from_args`)."""
+        out = [] if self.compile is None else ["--compile" if self.compile else "--no-compile"]
+        return out + ([] if self.profile_dir is None else ["--profile", str(self.profile_dir)])
 
 
-def compiling(device: torch.device) -> bool:
-    """Whether this run's steps go through torch.compile (COMPILE, else CUDA)."""
-    return COMPILE if COMPILE is not None else device.type == "cuda"
+def add_run_arguments(ap: argparse.ArgumentParser, compile_flag: bool = True) -> None:
+    """--compile/--no-compile (unless compile_flag is False) and --profile DIR."""
+    if compile_flag:
+        ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="drafter steps through torch.compile (default: on CUDA only)")
+    ap.add_argument("--profile", default=None, metavar="DIR",
+                    help="profile training steps 10-14 into DIR (toy/step_cost.py)")
+
+
+def run_from_args(args: argparse.Namespace) -> TrainRun:
+    return TrainRun(getattr(args, "compile", None), args.profile)
 
 
 @dataclass(frozen=True)
@@ -122,10 +145,10 @@ class DFlashTrainConfig(DrafterTrainConfig):
 
 
 def step_loss(model: TrainableDrafter, target: Target, data: ToyDataset, indices: list[int],
-              cfg: DFlashTrainConfig, gen: torch.Generator
+              cfg: DFlashTrainConfig, gen: torch.Generator, compiled: bool = False
               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weighted loss and top-1 accuracy of one batch of sequences `indices`."""
-    compiled = compiling(target.device)
+    """Weighted loss and top-1 accuracy of one batch of sequences `indices` (through
+    torch.compile if `compiled`)."""
     width = data.longest if compiled else None  # fixed shapes for the compiler
     ids, loss_mask, lens = data.batch(indices, target.device, width)
     if cfg.uniform:
@@ -180,21 +203,21 @@ def usable_sequences(data: ToyDataset, block_size: int) -> list[int]:
 
 
 def fit(model: torch.nn.Module, pool: list[int], cfg: DrafterTrainConfig, step_fn: Callable,
-        tag: str,
-        log_every: int | None = None) -> dict:
+        tag: str, log_every: int | None = None, profile_dir: str | None = None) -> dict:
     """The drafters' optimisation loop: AdamW (0.9, 0.95, no weight decay), warmup then
     cosine on the step or wall-time schedule (`_progress`), clip at cfg.clip.
 
     step_fn(rows) -> (loss, parts): one batch of sequence indices `rows` of `pool`, parts a
     dict of floats to log (must hold "acc"). Returns the shared metrics (loss_first,
     loss_last: the mean over the last 10% of steps, acc_last, steps_done, wall_s, history).
+    profile_dir: where `StepProfile` writes its profile of steps 10-14 (None: nowhere).
     """
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
                             weight_decay=0.0)
     pick = torch.Generator().manual_seed(cfg.seed)
     log_every = log_every or max(1, cfg.steps // 20)
     history, losses, t0, step = [], [], time.time(), 0
-    profile = StepProfile(tag)
+    profile = StepProfile(tag, profile_dir)
     while (progress := _progress(step, time.time() - t0, cfg)) < 1.0:
         profile.step(step)
         for group in opt.param_groups:
@@ -223,9 +246,10 @@ def fit(model: torch.nn.Module, pool: list[int], cfg: DrafterTrainConfig, step_f
 
 
 def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainConfig,
-                 mask_token_id: int, log_every: int | None = None) -> dict:
-    """Train one drafter; saves it to `out` (z-lab format) and returns its metrics (`fit`'s,
-    the config and the captured layer ids)."""
+                 mask_token_id: int, log_every: int | None = None,
+                 run: TrainRun | None = None) -> dict:
+    """Train one drafter, executed as `run` says; saves it to `out` (z-lab format) and
+    returns its metrics (`fit`'s, the config, the captured layer ids, whether compiled)."""
     raw = drafter_config_dict(target.config, num_layers=cfg.num_layers,
                               block_size=cfg.block_size, mask_token_id=mask_token_id,
                               target_layer_ids=cfg.layer_ids(target.config.num_layers),
@@ -235,16 +259,18 @@ def train_dflash(target: Target, data: ToyDataset, out: Path, cfg: DFlashTrainCo
     if not pool:
         raise ValueError(f"no sequence has {2 * cfg.block_size} continuation tokens")
     gen = torch.Generator(device=target.device).manual_seed(cfg.seed)
+    run = run or TrainRun()
+    compiled = run.compiling(target.device)
 
     def step_fn(rows):
-        loss, acc = step_loss(model, target, data, rows, cfg, gen)
+        loss, acc = step_loss(model, target, data, rows, cfg, gen, compiled)
         return loss, {"acc": acc}
 
     # The run's folder names it (ablations/<name>, dflash-b16): parallel runs share a log.
     tag = f"{out.name} ({cfg.variant} B={cfg.block_size})"
-    metrics = fit(model, pool, cfg, step_fn, tag, log_every)
+    metrics = fit(model, pool, cfg, step_fn, tag, log_every, run.profile_dir)
     model.save(out)
-    metrics.update(config=asdict(cfg), compiled=compiling(target.device),
+    metrics.update(config=asdict(cfg), compiled=compiled,
                    target_layer_ids=raw["dflash_config"]["target_layer_ids"])
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
@@ -289,13 +315,14 @@ def main() -> None:
     ap.add_argument("--data", type=Path, required=True, help="gen_data safetensors file")
     ap.add_argument("--out", type=Path, required=True)
     add_arguments(ap)
+    add_run_arguments(ap)
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
     target = load_target(args.target, device="cuda" if cuda else "cpu",
                          dtype=torch.bfloat16 if cuda else torch.float32)
     mask_id = load_tokenizer(args.target / "tokenizer.json").token_to_id(MASK)
     metrics = train_dflash(target, load_dataset(args.data), args.out, config_from_args(args),
-                           mask_id)
+                           mask_id, run=run_from_args(args))
     print(json.dumps({k: v for k, v in metrics.items() if k != "history"}))
 
 

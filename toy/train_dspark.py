@@ -201,8 +201,10 @@ def train_dspark(
     cfg: DSparkTrainConfig,
     mask_token_id: int,
     log_every: int | None = None,
+    profile_dir: str | None = None,
 ) -> dict:
-    """Train one DSpark drafter, save it to `out`, return its metrics (as train_dflash)."""
+    """Train one DSpark drafter, save it to `out`, return its metrics (as train_dflash);
+    profile_dir: `fit`'s profile of steps 10-14 (None: none)."""
     k = cfg.num_features or min(5, max(1, target.config.num_layers - 3))
     raw = drafter_config_dict(
         target.config,
@@ -219,7 +221,7 @@ def train_dspark(
         raise ValueError(f"no sequence has {2 * cfg.block_size} continuation tokens")
     gen = torch.Generator(device=target.device).manual_seed(cfg.seed)
     metrics = fit(model, pool, cfg, lambda rows: step_loss(model, target, data, rows, cfg, gen),
-                  f"dspark g={cfg.gamma}", log_every)
+                  f"dspark g={cfg.gamma}", log_every, profile_dir)
     model.save(out)
     metrics["config"] = asdict(cfg)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -242,6 +244,8 @@ def main() -> None:
         ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
     ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--max-minutes", type=float, default=None)
+    ap.add_argument("--profile", default=None, metavar="DIR",
+                    help="profile training steps 10-14 into DIR (toy/step_cost.py)")
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
@@ -249,7 +253,8 @@ def main() -> None:
     tok = load_tokenizer(args.tokenizer or args.target / "tokenizer.json")
     names = (*ints, "lr", "max_minutes")
     cfg = DSparkTrainConfig(**{n: getattr(args, n) for n in names})
-    metrics = train_dspark(target, load_dataset(args.data), args.out, cfg, tok.token_to_id(MASK))
+    metrics = train_dspark(target, load_dataset(args.data), args.out, cfg, tok.token_to_id(MASK),
+                           profile_dir=args.profile)
     print(json.dumps({k: v for k, v in metrics.items() if k != "history"}))
 
 

@@ -33,6 +33,7 @@ from reference.generate import generate
 from reference.loaders import random_target
 from reference.methods import BuildContext, MethodSpec, build
 from reference.model import ForwardBatch
+from reference.options import EngineOptions
 from reference.proposers import Round
 from reference.verify import Sampling
 
@@ -43,13 +44,14 @@ class Bench:
     """One model's target, drafters (one per block size, shared weights) and KV pool."""
 
     def __init__(self, preset: str, *, device: str, blocks: list[int], context_len: int,
-                 max_requests: int, reps: int, budget_s: float, compile_layers: bool):
+                 max_requests: int, reps: int, budget_s: float, compile_layers: bool,
+                 options: EngineOptions | None = None):
         self.start = time.perf_counter()
         self.deadline = self.start + budget_s
         self.dev = torch.device(device)
         self.cuda = self.dev.type == "cuda"
         dtype = torch.bfloat16 if self.cuda else torch.float32
-        self.target = random_target(preset, device=self.dev, dtype=dtype)
+        self.target = random_target(preset, device=self.dev, dtype=dtype, options=options)
         if self.cuda and compile_layers:
             self.target.enable_compile()
         base = build(MethodSpec.of("dflash", random=preset), self.target)

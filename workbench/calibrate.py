@@ -26,6 +26,7 @@ import numpy as np
 
 from common.buckets import BATCH_BUCKETS
 from common.stamps import stamp
+from reference.options import add_arguments, from_args
 from simulator.calibration import FORMAT, REPO_CONF
 from workbench.calib_fit import borrow, fit, print_report
 
@@ -93,7 +94,8 @@ def measure_model(name: str, g: dict, args) -> dict:
     ctx = max(kv + dkv + [g["prompt"] + g["new"]]) + 64
     bench = Bench(preset, device=args.device, blocks=g["blocks"], context_len=ctx,
                   max_requests=max(g["n"] + g["host_n"]), reps=g["reps"],
-                  budget_s=args.budget_s, compile_layers=not args.no_compile)
+                  budget_s=args.budget_s, compile_layers=not args.no_compile,
+                  options=args.engine_options)
     q = sorted({*g["q"], bench.own_block})
     blocks = sorted(bench.drafters)
     tables, held = {}, {}
@@ -153,7 +155,7 @@ def measure_model(name: str, g: dict, args) -> dict:
         "hardware": {"name": args.hardware, "driver": _driver(args.device)},
         "engine": {"cuda_graphs": True, "compile": not args.no_compile,
                    "buckets": list(BATCH_BUCKETS), "reps": g["reps"]},
-        **stamp(), "quick": args.quick,
+        **stamp(engine_options=bench.target.options.asdict()), "quick": args.quick,
         "grid": {k: v for k, v in g.items()}, "tables": tables, "heldout": held,
         "host_runs": host, "kernels": kernels, "skipped": bench.skipped,
         "measure_wall_s": bench.elapsed_s,
@@ -208,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=75.0, help="measuring time per model")
     p.add_argument("--quick", action="store_true", help="tiny grid (CPU tests)")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside graphs")
+    add_arguments(p)
     args = p.parse_args([a for a in argv if a.startswith("-") or "=" not in a])
+    args.engine_options = from_args(args)
     args.hardware = keys.pop("hardware", "h200")
     models = keys.pop("model", "qwen3-8b")
     if keys:

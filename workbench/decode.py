@@ -10,13 +10,16 @@ is any registered one (reference/methods/, `--method list` names them) as
 variant: DFlash, or one of the ablations), `--drafter random` a DFlash drafter with random
 weights of the preset's shapes; neither means plain autoregressive decoding. Prompts come
 from a JSON-lines file of token-id lists, or are random. Prints tokens/s, tau, the
-commit-length histogram and the per-round time split.
+commit-length histogram and the per-round time split. The engine runs under the
+EngineOptions of the shared flags (reference/options.py, e.g. --no-fused-qk).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+
+from reference.options import add_arguments, from_args
 
 
 def _args(argv):
@@ -37,6 +40,7 @@ def _args(argv):
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the layers (CUDA)")
+    add_arguments(p)
     return p.parse_args(argv)
 
 
@@ -54,13 +58,14 @@ def main(argv=None) -> int:
         return 0
     if args.method and args.drafter:
         raise SystemExit("give --method or --drafter, not both")
+    opts = from_args(args)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     preset = args.target.removeprefix("random:")
     if args.target.startswith("random:"):
-        target = random_target(preset, device=device, dtype=dtype)
+        target = random_target(preset, device=device, dtype=dtype, options=opts)
     else:
-        target = load_target(args.target, device=device, dtype=dtype)
+        target = load_target(args.target, device=device, dtype=dtype, options=opts)
     if args.compile:
         target.enable_compile()
     if args.prompts:
@@ -84,12 +89,13 @@ def main(argv=None) -> int:
              **sampling)  # warm-up: CUDA graphs, compilation
     out = generate(target, prompts, proposer=proposer, max_new_tokens=args.max_new_tokens,
                    **sampling)
-    _report(out.stats, proposer is not None)
+    _report(out.stats, proposer is not None, opts.asdict())
     return 0
 
 
-def _report(s: dict, speculative: bool) -> None:
+def _report(s: dict, speculative: bool, engine_options: dict) -> None:
     rounds = max(s["rounds"], 1)
+    print("engine options: " + ", ".join(f"{k}={v}" for k, v in engine_options.items()))
     print(f"decode: {s['tokens_per_s']:.1f} tok/s, {s['new_tokens']} new tokens, "
           f"{s['rounds']} rounds, prefill {s['prefill_s'] * 1e3:.1f} ms")
     if speculative:

@@ -22,6 +22,8 @@ Reported per run: output tokens/s, TPOT mean and p99, TTFT, tau, GPU idle betwee
 (plan + launch + process), implicit host-device syncs during the run (torch's sync debug
 mode; the loop's event fences are explicit and not counted), and whether every request's
 tokens equal plain greedy decoding.
+The engine runs under the EngineOptions of the shared flags (reference/options.py, e.g.
+--no-triton-gemv, --compiled-prefill), stamped into the result as "engine_options".
 --out DIR gets serve_bench.json (stamped with git SHA and versions; also the setups' shapes
 and acceptance, for `python -m experiments.spec_v2`), serve_bench.md (the table) and
 traces/<setup>_c<C>_<method>_<mode>.json (Chrome traces). On the CPU the "device" runs inside
@@ -38,10 +40,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from common.stamps import command_line, stamp
+from reference.options import add_arguments, from_args
 from workbench.serve_report import ratios, save, show
 
 T0 = time.perf_counter()
-
 
 
 def _args(argv):
@@ -72,6 +74,7 @@ def _args(argv):
     p.add_argument("--no-compile", action="store_true", help="eager layers in the CUDA graphs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="output folder")
+    add_arguments(p)
     return p.parse_args(argv)
 
 
@@ -236,6 +239,7 @@ def run(argv=None) -> dict:
     from reference.methods.variants import drafter_spec
 
     args = _args(argv)
+    opts = from_args(args)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = device == "cuda"
     threads = torch.get_num_threads()
@@ -245,14 +249,15 @@ def run(argv=None) -> dict:
     n = max(max(int(c) for c in args.concurrency.split(",")) * args.requests_per_client,
             args.min_requests)
     max_new = _lengths(args, n)
-    result = {"meta": stamp(command=command_line()), "args": vars(args), "setups": {},
-              "rows": []}
+    result = {"meta": stamp(command=command_line(), engine_options=opts.asdict()),
+              "args": vars(args), "setups": {}, "rows": []}
     try:
         preset = args.target.removeprefix("random:")
         if args.target.startswith("random:"):
-            target = random_target(preset, device=device, dtype=dtype, seed=args.seed)
+            target = random_target(preset, device=device, dtype=dtype, seed=args.seed,
+                                   options=opts)
         else:
-            target = load_target(args.target, device=device, dtype=dtype)
+            target = load_target(args.target, device=device, dtype=dtype, options=opts)
         if cuda and not args.no_compile:
             target.enable_compile()
         shadow = None
@@ -272,7 +277,7 @@ def run(argv=None) -> dict:
             del target, shadow
             _release(None)
             toy = Path(args.toy)
-            target = load_target(toy / "target", device=device, dtype=dtype)
+            target = load_target(toy / "target", device=device, dtype=dtype, options=opts)
             if cuda and not args.no_compile:
                 target.enable_compile()
             drafter = drafter_spec(toy / "dflash-b16")
@@ -290,11 +295,9 @@ def run(argv=None) -> dict:
     return result
 
 
-
 def main(argv=None) -> int:
     run(argv)
     return 0
-
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from common.stamps import stamp
 from common.survival import geometric_curve
+from reference.options import add_arguments, from_args
 
 
 def run_cell(target, prompts, proposer, new_tokens: int) -> tuple[dict, list]:
@@ -51,7 +52,8 @@ def measure(args) -> dict:
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
     target = random_target(args.model, device=dev,
-                           dtype=torch.bfloat16 if cuda else torch.float32)
+                           dtype=torch.bfloat16 if cuda else torch.float32,
+                           options=args.engine_options)
     if cuda and not args.no_compile:
         target.enable_compile()
     base = build(MethodSpec.of("dflash", random=args.model), target)
@@ -85,14 +87,13 @@ def measure(args) -> dict:
                     runs.append({"concurrency": c, "method": "dflash", "block": b,
                                  "repeat": r, "lossless": tokens == streams, **cell})
         print(f"c={c}: {time.perf_counter() - t0:.1f} s", flush=True)
-    return {"model": args.model, **stamp(), "compile": not args.no_compile,
+    return {"model": args.model, **stamp(engine_options=target.options.asdict()),
+            "compile": not args.no_compile,
             "setup": {"prompt_tokens": args.prompt, "new_tokens": args.new_tokens,
                       "alpha": args.alpha, "blocks": args.blocks,
                       "concurrency": args.concurrency, "repeats": args.repeats,
                       "engine": "reference.generate (sync: one host sync per round)"},
             "runs": runs}
-
-
 
 
 
@@ -120,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--alpha", type=float, default=0.85, help="oracle: s_j = alpha^j")
     p.add_argument("--no-compile", action="store_true")
+    add_arguments(p)
     args = p.parse_args([a for a in argv[1:] if a.startswith("-") or "=" not in a])
+    args.engine_options = from_args(args)
     args.model = keys.pop("model", "qwen3-8b")
     if keys:
         p.error(f"unknown keys {sorted(keys)} (model=...)")

@@ -22,10 +22,10 @@ with two inner products:
 
 `config_for` picks (BLOCK_N, BLOCK_K, num_warps, num_stages, dot, split_k) per (N, K, M bucket,
 dtype): on CUDA the first call of a shape outside CUDA-graph capture times the candidates
-(tune.py) and caches the winner; under capture, on the CPU, or with WORKBENCH_GEMV_TUNE=0
-it takes `default_config` (deterministic); where cuBLAS timed faster than every candidate
-the launcher calls cuBLAS. Run the engine's warm-up (GraphCache captures after two eager
-calls) or `tune.warm_up` before capturing. Semantics: kernels/gemv/ref.py.
+(tune.py) and caches the winner; under capture, on the CPU, or with tuning off
+(`GemvTuning(tune=False)`) it takes `default_config` (deterministic); where cuBLAS timed
+faster than every candidate the launcher calls cuBLAS. Run the engine's warm-up (GraphCache
+captures after two eager calls) or `tune.warm_up` before capturing. Semantics: kernels/gemv/ref.py.
 
 On the CPU (TRITON_INTERPRET=1) the dot path upcasts bf16 tiles to fp32 before tl.dot: the
 interpreter's dot mishandles bf16 (numpy has none). Products of bf16 values are exact in fp32,
@@ -35,7 +35,7 @@ so this is the math the tensor cores do (bf16 products, fp32 accumulation).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 import triton
@@ -43,6 +43,9 @@ import triton.language as tl
 
 from kernels._checks import FLOAT_DTYPES, check_int, check_runnable
 from kernels._checks import check_tensor as _check
+
+if TYPE_CHECKING:
+    from kernels.gemv.tuning import GemvTuning
 
 
 class GemvConfig(NamedTuple):
@@ -140,7 +143,7 @@ def m_pad(m: int, dot: bool) -> int:
 
 
 def default_config(m: int, n: int, k: int) -> GemvConfig:
-    """The untuned choice (CPU, capture without a tuned entry, WORKBENCH_GEMV_TUNE=0).
+    """The untuned choice (CPU, capture without a tuned entry, tuning off).
 
     fma at one or two rows (no padded work), tensor-core dot above; BLOCK_N small enough
     that N/BLOCK_N >= 2 programs per SM of an H200 at N >= 4096.
@@ -177,7 +180,7 @@ def _check_out(out: torch.Tensor, m: int, n: int, x: torch.Tensor) -> None:
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
-         out: torch.Tensor | None = None) -> torch.Tensor:
+         out: torch.Tensor | None = None, tuning: GemvTuning | None = None) -> torch.Tensor:
     """Triton version of `gemv_ref`: x (..., K) @ w (N, K)^T -> (..., N) in x's dtype.
 
     Args:
@@ -187,6 +190,8 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
             `tune.config_for` (tuned on CUDA, default else; cuBLAS where the tuning timed it
             faster than every candidate).
         out: optional (M, N) contiguous output buffer in x's dtype.
+        tuning: how `config_for` picks when config is None (`tune.GemvTuning`; None: its
+            defaults: tune, time in CUDA graphs, cuBLAS where faster).
     """
     _check_args(x, w, config)
     n, k = w.shape
@@ -196,9 +201,9 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     if out is not None:
         _check_out(out, m, n, x)
     if config is None:
-        from kernels.gemv.tune import config_for
+        from kernels.gemv.tune import DEFAULT_TUNING, config_for
 
-        config = config_for(m, n, k, w)
+        config = config_for(m, n, k, w, tuning or DEFAULT_TUNING)
         if config is None:  # the tuning found cuBLAS faster at this shape
             return torch.matmul(x2, w.t(), out=out).view(*lead, n)
     y = out if out is not None else torch.empty(m, n, device=x.device, dtype=x.dtype)

@@ -6,14 +6,16 @@ flushed before each run, median) and caches the fastest in CONFIGS; later calls,
 those being captured, reuse it. A key first met during capture cannot be timed (no sync
 allowed): it gets `default_config` (not cached, with a warning), so warm up first: the
 engine's GraphCache runs each graph's function twice before capturing it, and `warm_up`
-tunes a list of weights explicitly. WORKBENCH_GEMV_TUNE=0 turns tuning off (defaults only);
-the CPU (interpreter) always takes the default. TUNE_LOG keeps every timing for the bench.
-Each candidate (and cuBLAS) is timed as the decode graph runs it: `streamed`, CUDA-graph
-replays cycling copies of W past L2; WORKBENCH_GEMV_TUNE_GRAPH=0 times with do_bench (an L2
-flush before each call) instead.
-The tuning also times cuBLAS (torch.matmul) on the same call: where it beats every candidate,
-the key caches None and the launcher calls cuBLAS instead (CUBLAS_FALLBACK;
-WORKBENCH_GEMV_CUBLAS_FALLBACK=0 keeps the Triton kernel whatever the timings).
+tunes a list of weights explicitly. The CPU (interpreter) always takes the default.
+TUNE_LOG keeps every timing for the bench. How to tune is the caller's `GemvTuning` (the
+engine passes its EngineOptions' gemv_* fields), part of the cache key:
+- `tune=False`: no tuning, the default config (deterministic).
+- `graph`: each candidate (and cuBLAS) is timed as the decode graph runs it (`streamed`,
+  CUDA-graph replays cycling copies of W past L2); False: do_bench, an L2 flush before each
+  call, which mis-ranks the small o_proj and wqkv GEMVs.
+- `cublas_fallback`: the tuning also times cuBLAS (torch.matmul) on the same call; where it
+  beats every candidate the key caches None and the launcher calls cuBLAS instead. False
+  keeps the Triton kernel whatever the timings.
 Candidates (`candidates(m, n, k)`): the unsplit DOT_CANDIDATES, FMA_CANDIDATES at M <= 4, and
 at narrow N (o_proj, down_proj, wqkv) up to 11 split-K configs (`split_candidates`; each
 timed candidate costs ~25 ms of GPU time).
@@ -22,7 +24,6 @@ timed candidate costs ~25 ms of GPU time).
 from __future__ import annotations
 
 import itertools
-import os
 import warnings
 from collections.abc import Iterable
 
@@ -30,15 +31,9 @@ import torch
 
 from common.buckets import cdiv, round_up
 from kernels.gemv.kernel import GemvConfig, default_config, gemv
+from kernels.gemv.tuning import DEFAULT_TUNING, GemvTuning
 
-TUNE = os.environ.get("WORKBENCH_GEMV_TUNE", "1") == "1"
-# Time candidates as the decode step runs them: CUDA-graph replays cycling copies of W past L2
-# (`streamed`). H200, benchmarks/h200-2026-11-29e/engine: the AR decode step at bs 1 takes
-# 5.23 ms with graph-timed choices against 5.41 ms with do_bench's (whose L2 flush between
-# calls mis-ranks the small o_proj and wqkv GEMVs: 29c and 29d chose differently).
-TUNE_GRAPH = os.environ.get("WORKBENCH_GEMV_TUNE_GRAPH", "1") == "1"
 L2_BYTES = 50 << 20  # an H200's L2 is 50 MB
-CUBLAS_FALLBACK = os.environ.get("WORKBENCH_GEMV_CUBLAS_FALLBACK", "1") == "1"
 DOT_CANDIDATES = (
     GemvConfig(16, 256, 4, 4, True), GemvConfig(16, 256, 4, 6, True),
     GemvConfig(16, 512, 4, 3, True), GemvConfig(16, 512, 4, 4, True),
@@ -70,8 +65,11 @@ def m_bucket(m: int) -> int:
     return round_up(m, 16)
 
 
-def key_of(m: int, n: int, k: int, w: torch.Tensor) -> tuple:
-    return (n, k, m_bucket(m), str(w.dtype).removeprefix("torch."), str(w.device))
+def key_of(m: int, n: int, k: int, w: torch.Tensor,
+           tuning: GemvTuning = DEFAULT_TUNING) -> tuple:
+    """(N, K, M bucket, dtype, device, graph-timed, cuBLAS fallback): the cache key."""
+    return (n, k, m_bucket(m), str(w.dtype).removeprefix("torch."), str(w.device),
+            tuning.graph, tuning.cublas_fallback)
 
 
 def split_candidates(m: int, n: int, k: int) -> tuple[GemvConfig, ...]:
@@ -100,13 +98,14 @@ def candidates(m: int, n: int, k: int) -> tuple[GemvConfig, ...]:
             + split_candidates(m, n, k))
 
 
-def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig | None:
-    """The cached config of the key (None: use cuBLAS); tunes it on CUDA when allowed, else
-    the default."""
-    key = key_of(m, n, k, w)
+def config_for(m: int, n: int, k: int, w: torch.Tensor,
+               tuning: GemvTuning = DEFAULT_TUNING) -> GemvConfig | None:
+    """The cached config of the key (None: use cuBLAS); tunes it on CUDA when `tuning`
+    allows, else the default."""
+    key = key_of(m, n, k, w, tuning)
     if key in CONFIGS:
         return CONFIGS[key]
-    if w.device.type != "cuda" or not TUNE:
+    if w.device.type != "cuda" or not tuning.tune:
         return default_config(m, n, k)
     if torch.cuda.is_current_stream_capturing():
         if key not in _warned:
@@ -115,19 +114,22 @@ def config_for(m: int, n: int, k: int, w: torch.Tensor) -> GemvConfig | None:
                           f"{default_config(m, n, k)} (call kernels.gemv.tune.warm_up first)",
                           stacklevel=3)
         return default_config(m, n, k)
-    cfg = tune(torch.randn(m, k, device=w.device, dtype=w.dtype), w)
+    cfg = tune(torch.randn(m, k, device=w.device, dtype=w.dtype), w, tuning=tuning)
     times = TUNE_LOG[key]
-    if CUBLAS_FALLBACK and not times[str(cfg)] <= times["cublas"]:
+    if tuning.cublas_fallback and not times[str(cfg)] <= times["cublas"]:
         cfg = None
     CONFIGS[key] = cfg
     return cfg
 
 
-def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
-    """Time every candidate on x (M, K) and w (N, K); return the fastest (CUDA only)."""
+def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20,
+         tuning: GemvTuning = DEFAULT_TUNING) -> GemvConfig:
+    """Time every candidate and cuBLAS on x (M, K) and w (N, K) (in CUDA graphs if
+    tuning.graph) into TUNE_LOG; return the fastest candidate (CUDA only)."""
     m, n, k = x.shape[0], w.shape[0], w.shape[1]
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
-    ws = l2_copies(w) if TUNE_GRAPH else [w]  # made once, shared by every timing
+    graph = tuning.graph
+    ws = l2_copies(w) if graph else [w]  # made once, shared by every timing
     want = x.float() @ w.float().t()
     times: dict[str, float] = {}
     best, best_us = default_config(m, n, k), float("inf")
@@ -138,7 +140,7 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
             if not err <= 1e-2 * float(want.abs().max()) + 1e-2:  # a miscompile is no winner
                 times[str(cfg)] = float("nan")
                 continue
-            us = _time(lambda v, c=cfg: gemv(x, v, config=c, out=y), ws, rep_ms)
+            us = _time(lambda v, c=cfg: gemv(x, v, config=c, out=y), ws, rep_ms, graph)
         except Exception as err:  # noqa: BLE001 - out of shared memory, compile error
             times[str(cfg)] = float("nan")
             warnings.warn(f"gemv config {cfg} failed on ({m}, {n}, {k}): {err}", stacklevel=2)
@@ -146,17 +148,16 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20) -> GemvConfig:
         times[str(cfg)] = us
         if us < best_us:
             best, best_us = cfg, us
-    times["cublas"] = _time(lambda v: torch.matmul(x, v.t()), ws, rep_ms)
-    TUNE_LOG[key_of(m, n, k, w)] = times
+    times["cublas"] = _time(lambda v: torch.matmul(x, v.t()), ws, rep_ms, graph)
+    TUNE_LOG[key_of(m, n, k, w, tuning)] = times
     return best
 
 
-def _time(fn, ws: list[torch.Tensor], rep_ms: int) -> float:
-    """Median microseconds of fn(w): `streamed` over ws (TUNE_GRAPH), else do_bench on
-    ws[0]."""
+def _time(fn, ws: list[torch.Tensor], rep_ms: int, graph: bool) -> float:
+    """Median microseconds of fn(w): `streamed` over ws (graph), else do_bench on ws[0]."""
     import triton.testing
 
-    if TUNE_GRAPH:
+    if graph:
         try:
             return streamed(fn, ws).p50
         except Exception as err:  # noqa: BLE001 - a capture failure: time it the other way
@@ -181,12 +182,13 @@ def streamed(fn, ws: list[torch.Tensor], calls: int = 24):
     return graph_us(lambda: fn(next(it)), calls=calls)
 
 
-def warm_up(weights: Iterable[torch.Tensor], rows: Iterable[int] = (1,)) -> None:
+def warm_up(weights: Iterable[torch.Tensor], rows: Iterable[int] = (1,),
+            tuning: GemvTuning = DEFAULT_TUNING) -> None:
     """Tune every distinct (N, K) of `weights` for each M in `rows` (outside capture)."""
     seen = set()
     for w in weights:
         for m in rows:
-            key = key_of(m, w.shape[0], w.shape[1], w)
+            key = key_of(m, w.shape[0], w.shape[1], w, tuning)
             if key not in seen:
                 seen.add(key)
-                config_for(m, w.shape[0], w.shape[1], w)
+                config_for(m, w.shape[0], w.shape[1], w, tuning)

@@ -6,11 +6,11 @@ Decode (T = 1) and DFlash verify (T = 16) at bs in {1, 16, 64}, 1024 keys per re
 random pool slots. The oracle gathers each request's row of K/V and runs the softmax in fp32;
 the kernel reads K/V in place. Bytes: each visible K/V row read once, q read, out written.
 
-Short-context rule (kernel.UNSPLIT_MAX_WIDTH): bs 1 decode, kv_len in {256, 512, 768, 1024}
+Short-context rule (`unsplit_max_width`): bs 1 decode, kv_len in {256, 512, 768, 1024}
 keys of a table of width 704 or 1024 (the engine bench's), as CUDA-graph replays: split-K (8
 splits + the merge launch, today) against unsplit (the rule on), kernel-only time.
 
-Fused merge (kernel.FUSED_MERGE): bs 1 decode, kv_len 256..4096 in tables of width 704 (8
+Fused merge (`fused_merge`): bs 1 decode, kv_len 256..4096 in tables of width 704 (8
 splits) and 32768 (64 splits, most of them empty at short contexts), as CUDA-graph replays:
 split programs that merge themselves against split-K + the merge launch.
 
@@ -33,6 +33,7 @@ from kernels.timing import Row, bench_us, graph_us
 NH, NKV, HEAD_DIM, KV_LEN = 32, 8, 128, 1024
 DTYPE, DEVICE = torch.bfloat16, "cuda"
 BATCHES, QUERY_LENS = (1, 16, 64), (1, 16)
+LAUNCH = dict(unsplit_max_width=0, fused_merge=False)  # the main rows' switches (defaults)
 
 
 def make_inputs(bs: int, t: int, seed: int = 0, kv_len: int = KV_LEN,
@@ -62,7 +63,7 @@ def run() -> list[Row]:
         for t in QUERY_LENS:
             args, kw = make_inputs(bs, t)
             nbytes = bs * KV_LEN * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
-            k = bench_us(lambda a=args, k=kw: paged_attention(*a, **k))
+            k = bench_us(lambda a=args, k=kw: paged_attention(*a, **k, **LAUNCH))
             o = bench_us(lambda a=args, k=kw: paged_attention_ref(*a, **k))
             rows.append(Row("paged_attention", f"bs={bs} T={t} kv={KV_LEN}", "bfloat16", k, o,
                             nbytes, {}, ">=1x oracle", o.p50 >= k.p50))
@@ -70,24 +71,22 @@ def run() -> list[Row]:
 
 
 @contextlib.contextmanager
-def switches(**values):
-    """Set kernel module switches (UNSPLIT_MAX_WIDTH, FUSED_MERGE, FORCE_SPLITS) for a block,
-    then restore them."""
-    saved = {name: getattr(kernel, name) for name in values}
+def forced_splits(splits: int | None):
+    """Force kernel.FORCE_SPLITS (the split-count test hook) for a block, then restore it."""
+    saved = kernel.FORCE_SPLITS
     try:
-        for name, value in values.items():
-            setattr(kernel, name, value)
+        kernel.FORCE_SPLITS = splits
         yield
     finally:
-        for name, value in saved.items():
-            setattr(kernel, name, value)
+        kernel.FORCE_SPLITS = saved
 
 
-def _bs1(kv_len: int, width: int):
-    """One bs-1 decode call at kv_len keys of a table of `width`, and its bytes."""
+def _bs1(kv_len: int, width: int, **launch):
+    """One bs-1 decode call at kv_len keys of a table of `width` with the launch switches
+    `launch` (unsplit_max_width, fused_merge), and its bytes."""
     args, kw = make_inputs(1, 1, kv_len=kv_len, width=width)
     nbytes = kv_len * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
-    return (lambda: paged_attention(*args, **kw)), nbytes
+    return (lambda: paged_attention(*args, **kw, **launch)), nbytes
 
 
 def rule_rows() -> list[Row]:
@@ -97,11 +96,9 @@ def rule_rows() -> list[Row]:
         for kv_len in (256, 512, 768, 1024):
             if kv_len > width:
                 continue
-            call, nbytes = _bs1(kv_len, width)
-            with switches(UNSPLIT_MAX_WIDTH=0):
-                split = graph_us(call)
-            with switches(UNSPLIT_MAX_WIDTH=width):
-                unsplit = graph_us(call)
+            split = graph_us(_bs1(kv_len, width, unsplit_max_width=0)[0])
+            call, nbytes = _bs1(kv_len, width, unsplit_max_width=width)
+            unsplit = graph_us(call)
             rows.append(Row("paged_attention rule", f"bs=1 T=1 kv={kv_len} W={width} "
                             "unsplit vs split (graph us)", "bfloat16", unsplit, split, nbytes,
                             {}, "unsplit faster", unsplit.p50 < split.p50))
@@ -115,11 +112,9 @@ def fused_merge_rows() -> list[Row]:
         for kv_len in (256, 512, 1024, 2048, 4096):
             if kv_len > width:
                 continue
-            call, nbytes = _bs1(kv_len, width)
-            with switches(UNSPLIT_MAX_WIDTH=0, FUSED_MERGE=False):
-                two = graph_us(call)
-            with switches(UNSPLIT_MAX_WIDTH=0, FUSED_MERGE=True):
-                fused = graph_us(call)
+            two = graph_us(_bs1(kv_len, width, fused_merge=False)[0])
+            call, nbytes = _bs1(kv_len, width, fused_merge=True)
+            fused = graph_us(call)
             splits = kernel.num_splits(NKV, width, 32)
             rows.append(Row("paged_attention fused merge", f"bs=1 T=1 kv={kv_len} W={width} "
                             f"({splits} splits) fused vs two-launch (graph us)", "bfloat16",
@@ -136,10 +131,10 @@ def split_rows(width: int = 832) -> list[Row]:
     chosen = kernel.num_splits(NKV, width, 32)
     for kv_len in (512, 768):
         call, nbytes = _bs1(kv_len, width)
-        with switches(UNSPLIT_MAX_WIDTH=0, FORCE_SPLITS=None):
+        with forced_splits(None):
             base = graph_us(call)
         for splits in (2, 4, 16, 32):
-            with switches(UNSPLIT_MAX_WIDTH=0, FORCE_SPLITS=splits):
+            with forced_splits(splits):
                 forced = graph_us(call)
             rows.append(Row("paged_attention splits", f"bs=1 T=1 kv={kv_len} W={width} "
                             f"{splits} vs {chosen} splits (graph us)", "bfloat16", forced,

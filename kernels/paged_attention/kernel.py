@@ -13,16 +13,17 @@ slots and keeps an online softmax in fp32 (m, l, acc). Its bounds come from the 
 so the same launch serves prefill, verify and decode, and replays inside a CUDA graph.
 When the batch is too small to fill the GPU (bs * nkv * tiles programs), the key range is
 split across programs (flash-decoding): each writes unnormalised (acc, m, l) partials and a
-second launch merges them, or with FUSED_MERGE the last split program of each (b, h, tile)
+second launch merges them, or with `fused_merge` the last split program of each (b, h, tile)
 merges them itself (kernels/paged_attention/merge.py). The split count depends on shapes
 only (bs, W), never on data; a split whose share of the keys is empty (a short context in a
 wide table) skips the loads and the acc store, and writes only its m = -1e30, l = 0 rows.
+Two launch switches, off by default (the engine passes them from its EngineOptions):
+`unsplit_max_width` (the short-context rule: a table of width W <= it runs unsplit, no merge
+launch; W is a shape, so the rule is CUDA-graph safe) and `fused_merge` (merge.py).
 Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import triton
@@ -39,13 +40,6 @@ from kernels._checks import (
 from kernels.paged_attention.merge import _merge_kernel, _merge_rows, counters, merge_blocks
 
 FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
-# Short-context rule (opt-in, 0 = off): a launch whose table width W (keys a request may
-# hold; the shape, so CUDA-graph safe) is at most this runs unsplit, with no merge launch.
-# reference.bench --ablate measures it; WORKBENCH_UNSPLIT_WIDTH sets it from the environment.
-UNSPLIT_MAX_WIDTH: int = int(os.environ.get("WORKBENCH_UNSPLIT_WIDTH", "0"))
-# Fused merge (opt-in, off): the split programs merge themselves, no second launch
-# (kernels/paged_attention/fused_merge.py); WORKBENCH_FUSED_MERGE=1 sets it.
-FUSED_MERGE: bool = os.environ.get("WORKBENCH_FUSED_MERGE", "0") == "1"
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -163,8 +157,14 @@ def paged_attention(
     causal: bool,
     window: int | None = None,
     sm_scale: float | None = None,
+    unsplit_max_width: int = 0,
+    fused_merge: bool = False,
 ) -> torch.Tensor:
-    """Triton version of `paged_attention_ref` (same arguments, same result)."""
+    """Triton version of `paged_attention_ref` (same arguments, same result).
+
+    unsplit_max_width: tables of width W <= this run unsplit (0: the split heuristic always).
+    fused_merge: the split programs merge their partials themselves, no second launch.
+    """
     check_tensor("q", q, ndim=4, dtypes=FLOAT_DTYPES, inner_stride_one=True)
     dev = q.device
     bs, t, nh, d = q.shape
@@ -185,6 +185,7 @@ def paged_attention(
         raise ValueError(f"positions must have shape {(bs, t)}, got {tuple(positions.shape)}")
     if window is not None:
         check_int("window", window, minimum=1)
+    check_int("unsplit_max_width", unsplit_max_width, minimum=0)
     check_runnable("q", q)
 
     out = torch.empty_like(q)
@@ -197,9 +198,9 @@ def paged_attention(
         return out
     tiles = triton.cdiv(t * group, block_m)
     splits = FORCE_SPLITS or num_splits(bs * nkv * tiles, table.shape[1], block_n,
-                                        UNSPLIT_MAX_WIDTH)
+                                        unsplit_max_width)
     acc = ml = cnt = out  # unused placeholders unless split (cnt: unless fused too)
-    fused = splits > 1 and FUSED_MERGE
+    fused = splits > 1 and bool(fused_merge)
     no_merge = dict(MERGE_M=1, SPLITS_P2=1, SB=1)  # the merge constexprs when it is not here
     merge = merge_blocks(t * group, block_m, block_d, splits) if splits > 1 else no_merge
     if splits > 1:

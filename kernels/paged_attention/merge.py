@@ -9,7 +9,7 @@ the merge never reads it. The merge:
     out = sum_s exp(m_s - m) acc_s / sum_s exp(m_s - m) l_s,    m = max_s m_s
 
 (a row with no key in any split: m = -1e30, l = 0, out = 0). It runs either as its own launch
-(`_merge_kernel`, one program per (b, h, row tile)) or, with FUSED_MERGE, inside the
+(`_merge_kernel`, one program per (b, h, row tile)) or, with `fused_merge`, inside the
 attention kernel, in the split program that finishes last: each split program bumps a
 per-(b, h, tile) int32 counter with an acq_rel atomic after its partial stores; the one that
 reads SPLITS - 1 merges, then puts the counter back to 0 for the next launch (no host reset,

@@ -40,6 +40,8 @@ def paged_attention_ref(
     causal: bool,
     window: int | None = None,
     sm_scale: float | None = None,
+    unsplit_max_width: int = 0,
+    fused_merge: bool = False,
 ) -> torch.Tensor:
     """Softmax attention of every query over its request's visible keys.
 
@@ -49,6 +51,8 @@ def paged_attention_ref(
         req_to_token: (R, W) int, (request row, position) -> slot.
         req_rows: (bs,) int rows of req_to_token; positions: (bs, T) i64; kv_lens: (bs,) int.
         causal, window: the visibility rule above; sm_scale defaults to D ** -0.5.
+        unsplit_max_width, fused_merge: the Triton kernel's launch switches (how it splits
+            the key range), accepted so both take the same arguments; no effect here.
 
     Returns: (bs, T, nh, D) in q's dtype.
     """

@@ -43,7 +43,8 @@ def draft_stack(drafter: Drafter, target: Target, x: torch.Tensor, batch: Forwar
     cache_loc = batch.cache_loc.reshape(-1)
     cos_sin = drafter.cos_sin[batch.positions]
     for i, w in enumerate(drafter.layers):
-        attn = attention_meta(batch, req_to_token, causal=causal, window=cfg.window(i))
+        attn = attention_meta(batch, req_to_token, causal=causal, window=cfg.window(i),
+                              options=target.options)
         x = target.fast_layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i],
                               cfg.num_heads, cfg.rms_norm_eps)
     return x

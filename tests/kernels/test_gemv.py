@@ -128,7 +128,8 @@ def test_tuner_on_cpu_is_the_deterministic_default():
     w = torch.zeros(48, 64)
     for m in (1, 2, 3, 16):
         assert tune.config_for(m, 48, 64, w) == default_config(m, 48, 64)
-    assert not tune.CONFIGS or all("cpu" not in k[-1] for k in tune.CONFIGS)
+    assert tune.config_for(3, 48, 64, w, tune.GemvTuning(tune=False)) == default_config(3, 48, 64)
+    assert not tune.CONFIGS or all("cpu" not in k[4] for k in tune.CONFIGS)
     assert [tune.m_bucket(m) for m in (1, 2, 3, 5, 16, 17, 40)] == [1, 2, 4, 8, 16, 32, 48]
 
 
@@ -141,6 +142,19 @@ def test_a_key_tuned_to_cublas_calls_the_matmul(monkeypatch):
     out = torch.empty(6, 24, device=DEVICE)
     assert gemv(x, w, out=out).data_ptr() == out.data_ptr()
     assert torch.equal(out, (x @ w.t()).reshape(6, 24))
+
+
+def test_the_tuning_is_part_of_the_cache_key(monkeypatch):
+    """A key cached as cuBLAS under the default tuning is not reused by a call that turns
+    the cuBLAS fallback off (or times differently): each GemvTuning has its own entries."""
+    w = torch.zeros(24, 40)
+    keys = {tune.key_of(6, 24, 40, w, t) for t in (
+        tune.GemvTuning(), tune.GemvTuning(cublas_fallback=False), tune.GemvTuning(graph=False))}
+    assert len(keys) == 3
+    monkeypatch.setitem(tune.CONFIGS, tune.key_of(6, 24, 40, w), None)
+    assert tune.config_for(6, 24, 40, w) is None
+    no_fallback = tune.GemvTuning(cublas_fallback=False)
+    assert tune.config_for(6, 24, 40, w, no_fallback) == default_config(6, 24, 40)
 
 
 def test_candidates_are_valid_configs():
@@ -175,16 +189,15 @@ def test_tuned_config_is_reused_inside_cuda_graph_capture():
 
 
 @pytest.mark.gpu
-def test_graph_timed_tuning_times_every_candidate_and_cublas(monkeypatch):
-    """WORKBENCH_GEMV_TUNE_GRAPH: candidates and cuBLAS timed in CUDA-graph replays that
+def test_graph_timed_tuning_times_every_candidate_and_cublas():
+    """GemvTuning(graph=True): candidates and cuBLAS timed in CUDA-graph replays that
     stream W, without a fallback warning; the winner is a finite-timed candidate."""
-    monkeypatch.setattr(tune, "TUNE_GRAPH", True)
     g = torch.Generator(device="cuda").manual_seed(1)
     w = torch.randn(2048, 4096, device="cuda", generator=g).to(torch.bfloat16)
     x = torch.randn(1, 4096, device="cuda", generator=g).to(torch.bfloat16)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="gemv tuning in a CUDA graph")
-        best = tune.tune(x, w)
-    times = tune.TUNE_LOG[tune.key_of(1, 2048, 4096, w)]
+        best = tune.tune(x, w, tuning=tune.GemvTuning(graph=True))
+    times = tune.TUNE_LOG[tune.key_of(1, 2048, 4096, w, tune.GemvTuning(graph=True))]
     assert times["cublas"] > 0 and times[str(best)] > 0
     assert times[str(best)] == min(t for c, t in times.items() if c != "cublas" and t == t)

@@ -21,12 +21,12 @@ DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16]
 
 
 def _run(args, kw, *, splits: int | None, fused: bool) -> torch.Tensor:
-    saved = kernel.FORCE_SPLITS, kernel.FUSED_MERGE
-    kernel.FORCE_SPLITS, kernel.FUSED_MERGE = splits, fused
+    saved = kernel.FORCE_SPLITS
+    kernel.FORCE_SPLITS = splits
     try:
-        return paged_attention(*args, **kw)
+        return paged_attention(*args, **kw, fused_merge=fused)
     finally:
-        kernel.FORCE_SPLITS, kernel.FUSED_MERGE = saved
+        kernel.FORCE_SPLITS = saved
 
 
 def _counters_zero() -> bool:
@@ -103,11 +103,10 @@ def test_fused_merge_no_merge_launch_and_empty_splits(kv_len, splits, monkeypatc
 
 
 def test_fused_merge_off_by_default_and_unsplit_untouched():
-    """Default off (WORKBENCH_FUSED_MERGE unset); with one split nothing changes."""
-    import os
+    """Default off (the launch argument's default); with one split nothing changes."""
+    import inspect
 
-    if "WORKBENCH_FUSED_MERGE" not in os.environ:
-        assert kernel.FUSED_MERGE is False
+    assert inspect.signature(paged_attention).parameters["fused_merge"].default is False
     args = _decode_case(64, 40)
     want = paged_attention_ref(*args, causal=True)
     assert_close(_run(args, dict(causal=True), splits=1, fused=True), want, kind="reduction")
@@ -138,23 +137,18 @@ def test_fused_merge_in_a_cuda_graph(warm, monkeypatch):
     kv_len changes in place: every replay matches the eager two-launch path. warm=False
     captures with no counter buffer cached (its zero-fill is then part of the graph)."""
     args = _decode_case(32768, 300, nkv=8, group=4)
-    kw = dict(causal=True)
-    saved = kernel.FUSED_MERGE
-    kernel.FUSED_MERGE = True
-    try:
-        if warm:
-            paged_attention(*args, **kw)
-        else:
-            monkeypatch.setattr(merge, "_COUNTERS", {})  # others' graphs keep theirs
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = paged_attention(*args, **kw)
-    finally:
-        kernel.FUSED_MERGE = saved
+    kw = dict(causal=True, fused_merge=True)
+    if warm:
+        paged_attention(*args, **kw)
+    else:
+        monkeypatch.setattr(merge, "_COUNTERS", {})  # others' graphs keep theirs
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = paged_attention(*args, **kw)
     for kv_len in (300, 300, 1, 33, 4000, 300):
         args[5].fill_(kv_len - 1)
         args[6].fill_(kv_len)
         graph.replay()
         torch.cuda.synchronize()
-        want = _run(args, kw, splits=None, fused=False)
+        want = _run(args, dict(causal=True), splits=None, fused=False)
         assert_close(out, want, kind="reduction", name=f"replay kv_len={kv_len}")

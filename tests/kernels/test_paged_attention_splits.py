@@ -65,8 +65,7 @@ def test_unsplit_by_rule_equals_split_and_oracle(kv_len, monkeypatch):
     want = paged_attention_ref(*args, causal=True)
     split = kernel.paged_attention(*args, causal=True)
     assert len(launched) == 1
-    monkeypatch.setattr(kernel, "UNSPLIT_MAX_WIDTH", 512)
-    unsplit = kernel.paged_attention(*args, causal=True)
+    unsplit = kernel.paged_attention(*args, causal=True, unsplit_max_width=512)
     assert len(launched) == 1, "the rule must skip the merge launch"
     for got in (split, unsplit):
         assert_close(got, want, kind="reduction")

@@ -1,5 +1,5 @@
 """decoder_layer's fused q/k path (ops.qk_norm_rope_write) against its eager sequence, and
-Target.forward under the FUSED_QK switch (CPU: the oracle, and the Triton kernel under
+Target.forward under the fused_qk option (CPU: the oracle, and the Triton kernel under
 TRITON_INTERPRET=1)."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ import pytest
 import torch
 
 import kernels
+from kernels.gemv.tuning import GemvTuning
 from reference import model, ops
 from reference.config import ModelConfig
 from reference.model import AttentionMeta, LayerWeights, decoder_layer, rope_cache
+from reference.options import EngineOptions
 from workbench.numerics import assert_close
 
 H, NH, NKV, D, INTER, S = 32, 4, 2, 16, 48, 40
@@ -70,26 +72,29 @@ def test_triton_kernel_inside_decoder_layer(seed, monkeypatch):
         assert_close(g, w, kind="reduction", name=name)
 
 
-@pytest.mark.parametrize("switch, position", [("FUSED_QK", 9), ("TRITON_GEMV", 10)])
-def test_forward_switches_are_cuda_only(monkeypatch, switch, position):
-    """A kernel switch on: a CPU Target.forward still passes False for it to the layer
-    (fused_qk is decoder_layer's argument 9, triton_gemv its argument 10)."""
+@pytest.mark.parametrize("switch, position", [("fused_qk", 9), ("triton_gemv", 10)])
+def test_forward_switches_are_cuda_only(switch, position):
+    """A kernel switch on in the target's options: a CPU Target.forward still passes False
+    for it to the layer (fused_qk is decoder_layer's argument 9, triton_gemv its argument
+    10), and the attention and GEMV-tuning options reach the layer as given."""
     seen = []
 
     def layer(*args):
-        seen.append(args[position])
+        seen.append((args[position], args[3].unsplit_max_width, args[3].fused_merge,
+                     args[11], args[12]))
         return args[0]
 
-    monkeypatch.setattr(model, switch, True)
+    opts = EngineOptions().replace(**{switch: True}, unsplit_width=96, fused_merge=True,
+                                   triton_gemv_gate_up=True, gemv_tune_graph=False)
     g = torch.Generator().manual_seed(0)
     cfg = ModelConfig(vocab_size=8, hidden_size=H, intermediate_size=INTER, num_layers=1,
                       num_heads=NH, num_kv_heads=NKV, head_dim=D, rms_norm_eps=1e-6,
                       rope_theta=1e4, max_position=64, layer_types=("full_attention",))
     target = model.Target(cfg, torch.randn(8, H, generator=g), [_layer(g)], torch.ones(H),
                           torch.randn(8, H, generator=g), rope_cache(D, 1e4, 64, "cpu"),
-                          fast_layer=layer)
+                          fast_layer=layer, options=opts)
     x, _, _, attn, loc, pools = _inputs(0)
     batch = model.ForwardBatch(attn.positions, loc.view(2, 3), attn.req_rows, attn.kv_lens)
     target.forward(torch.zeros(2, 3, dtype=torch.int64), batch, attn.req_to_token,
                    pools[:1], pools[1:])
-    assert seen == [False]
+    assert seen == [(False, 96, True, True, GemvTuning(True, False, True))]

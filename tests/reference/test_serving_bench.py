@@ -52,6 +52,8 @@ def test_serve_bench_open_loop(capsys):
                "--prompt-len", "8", "--max-new-tokens", "12", "--block-size", "4", "--tau", "2.5",
                "--methods", "oracle:tau=2.5,shadow=true;dflash:random=tiny,block_size=4",
                "--modes", "overlap", "--rate", "500",
-               "--spread", "0.5"])
+               "--spread", "0.5", "--no-fused-qk", "--fused-merge"])
     assert [(r["method"], r["lossless"]) for r in doc["rows"]] == [("oracle", True),
                                                                     ("dflash", True)]
+    assert doc["meta"]["engine_options"]["fused_qk"] is False  # the shared flags, stamped
+    assert doc["meta"]["engine_options"]["fused_merge"] is True

@@ -1,5 +1,5 @@
 """decoder_layer's projections through ops.gemv (the Triton GEMV) against its matmuls, the
-row limit, and Target.forward under the TRITON_GEMV switch (CPU: the Triton kernel under
+row limit, and Target.forward under the triton_gemv option (CPU: the Triton kernel under
 TRITON_INTERPRET=1, with ops told to use it)."""
 
 from __future__ import annotations
@@ -8,17 +8,19 @@ import pytest
 import torch
 
 import kernels
-from reference import model, ops
+from reference import ops
 from reference.model import decoder_layer
+from reference.options import EngineOptions
 from tests.reference.test_fused_qk import INTER, NH, NKV, D, H, _inputs
 from workbench.numerics import assert_close
 
 
-def _run(seed: int, gemv: bool, bs: int = 2, t: int = 3, fused: bool = False):
+def _run(seed: int, gemv: bool, bs: int = 2, t: int = 3, fused: bool = False,
+         gate_up: bool = False):
     x, w, cos_sin, attn, loc, pools = _inputs(seed, bs, t)
     k_pool, v_pool = pools[0].clone(), pools[1].clone()
     out = decoder_layer(x, w, cos_sin, attn, loc, k_pool, v_pool, NH, 1e-6, fused_qk=fused,
-                        triton_gemv=gemv)
+                        triton_gemv=gemv, gemv_gate_up=gate_up)
     return out, k_pool, v_pool
 
 
@@ -55,8 +57,7 @@ def test_ops_gemv_on_the_cpu_is_the_layers_matmul():
 def test_triton_gemv_inside_decoder_layer(seed, bs, t, gate_up, monkeypatch):
     """The kernel (interpreter) in the layer, fp32: within the fp32 reduction table."""
     calls = _spy(monkeypatch)
-    monkeypatch.setattr(model, "TRITON_GEMV_GATE_UP", gate_up)
-    got = _run(seed, True, bs, t)
+    got = _run(seed, True, bs, t, gate_up=gate_up)
     monkeypatch.undo()
     want = [((NH + 2 * NKV) * D, H), (H, NH * D), (H, INTER)]
     if gate_up:
@@ -94,12 +95,12 @@ def test_cuda_engine_with_triton_gemv_is_lossless(tiny_dir, drafter_dir, monkeyp
 
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (5, 9, 3)]
-    off = generate(load_target(tiny_dir, device="cuda"), prompts, max_new_tokens=24)
+    off = generate(load_target(tiny_dir, device="cuda", options=EngineOptions(triton_gemv=False)),
+                   prompts, max_new_tokens=24)
     calls = []
     real = kernels.gemv
     monkeypatch.setattr(kernels, "gemv", lambda x, w, **kw: calls.append(1) or real(x, w, **kw))
-    monkeypatch.setattr(model, "TRITON_GEMV", True)
-    gpu = load_target(tiny_dir, device="cuda")
+    gpu = load_target(tiny_dir, device="cuda", options=EngineOptions(triton_gemv=True))
     on = generate(gpu, prompts, max_new_tokens=24)
     assert calls and on.tokens == off.tokens
     spec = generate(gpu, prompts, proposer=load_dflash(drafter_dir, gpu, block_size=4),

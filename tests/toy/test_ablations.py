@@ -37,11 +37,11 @@ def test_the_eagle_step_launches_no_more_kernels_than_a_dflash_step():
     assert eagle <= dflash
 
 
-def test_step_profile_writes_its_window_only_when_asked(tmp_path, monkeypatch):
+def test_step_profile_writes_its_window_only_when_asked(tmp_path):
     x = torch.ones(4, requires_grad=True)
 
-    def loop(name):
-        prof = step_cost.StepProfile(name, first=1, count=2)
+    def loop(name, folder=None):
+        prof = step_cost.StepProfile(name, folder, first=1, count=2)
         for i in range(4):
             prof.step(i)
             (x * 2).sum().backward()
@@ -49,8 +49,7 @@ def test_step_profile_writes_its_window_only_when_asked(tmp_path, monkeypatch):
 
     loop("off (dflash B=16)")
     assert list(tmp_path.iterdir()) == []
-    monkeypatch.setenv("WORKBENCH_TRAIN_PROFILE", str(tmp_path))
-    loop("full (dflash B=16)")
+    loop("full (dflash B=16)", tmp_path)
     text = (tmp_path / "full_dflash_B_16.txt").read_text()
     assert text.startswith("full_dflash_B_16: steps 1-2, wall ")
     assert "aten::mul" in text

@@ -101,8 +101,8 @@ def test_ablation_flags_and_time_budget_train(world, tmp_path):
     assert train_dflash(target, data, tmp_path / "budget", budget, MASK_ID)["steps_done"] < 10**6
 
 
-def test_compiled_draft_loss_equals_eager(world, monkeypatch):
-    """WORKBENCH_TRAIN_COMPILE's path: the same loss and gradients on one padded batch."""
+def test_compiled_draft_loss_equals_eager(world):
+    """The --compile path: the same loss and gradients on one padded batch."""
     from toy import train_dflash as td
     from toy.draft_model import TrainableDrafter, drafter_config_dict
 
@@ -114,10 +114,9 @@ def test_compiled_draft_loss_equals_eager(world, monkeypatch):
     rows = list(range(8))
     results = []
     for compiled in (False, True):
-        monkeypatch.setattr(td, "COMPILE", compiled)
         model.zero_grad(set_to_none=True)
         gen = torch.Generator().manual_seed(0)
-        loss, acc = td.step_loss(model, target, data, rows, CFG, gen)
+        loss, acc = td.step_loss(model, target, data, rows, CFG, gen, compiled)
         loss.backward()
         results.append((loss.detach(), acc, [p.grad.clone() for p in model.parameters()]))
     from torch._dynamo.utils import counters
@@ -130,11 +129,19 @@ def test_compiled_draft_loss_equals_eager(world, monkeypatch):
         torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-6)
 
 
-def test_training_compiles_on_cuda_unless_told(monkeypatch):
-    """WORKBENCH_TRAIN_COMPILE unset: compiled on CUDA only; 0 / 1 decide on any device."""
+def test_training_compiles_on_cuda_unless_told():
+    """No flag: compiled on CUDA only; --no-compile / --compile decide on any device; the
+    flags round-trip through TrainRun.argv (what recipe and ablations give their children)."""
+    import argparse
+
     from toy import train_dflash as td
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
-    for env, want in ((None, (False, True)), (False, (False, False)), (True, (True, True))):
-        monkeypatch.setattr(td, "COMPILE", env)
-        assert (td.compiling(cpu), td.compiling(cuda)) == want
+    for argv, want in (([], (False, True)), (["--no-compile"], (False, False)),
+                       (["--compile", "--profile", "p"], (True, True))):
+        ap = argparse.ArgumentParser()
+        td.add_run_arguments(ap)
+        run = td.run_from_args(ap.parse_args(argv))
+        assert (run.compiling(cpu), run.compiling(cuda)) == want
+        assert run.argv() == argv
+        assert run.profile_dir == ("p" if "--profile" in argv else None)
