@@ -37,7 +37,7 @@ from toy.objective import (
     position_weights,
     random_anchors,
 )
-from toy.train_dflash import DrafterTrainConfig, fit, usable_sequences
+from toy.train_dflash import DrafterTrainConfig, add_run_arguments, fit, usable_sequences
 
 
 @dataclass(frozen=True)
@@ -244,8 +244,7 @@ def main() -> None:
         ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
     ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--max-minutes", type=float, default=None)
-    ap.add_argument("--profile", default=None, metavar="DIR",
-                    help="profile training steps 10-14 into DIR (toy/step_cost.py)")
+    add_run_arguments(ap, compile_flag=False)
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
     dev, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
