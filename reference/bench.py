@@ -11,7 +11,7 @@ over the engine's own AR at the same batch, and the per-round time split. Batch-
 compared with the 263 tok/s bound of streaming the weights at the measured 4.30 TB/s.
 Prints a table, then one JSON line; --out writes the JSON too.
 
-The engine runs under the EngineOptions of the shared flags (reference/options.py, e.g.
+The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.
 --no-fused-qk, --unsplit-width N), stamped into the JSON as "engine_options".
 
 --ablate (reference/bench_ablate.py) instead measures batch-1 AR decode only, in one run,
@@ -30,8 +30,8 @@ import time
 
 import torch
 
+from common import engine_options
 from common.stamps import stamp
-from reference import options as engine_options
 from reference.bench_ablate import ablate, print_ablation
 from reference.generate import generate
 from reference.loaders import (

@@ -1,7 +1,7 @@
 """`python -m reference.bench --ablate`: batch-1 AR decode with and without the opt-in changes.
 
 One process, one set of random Qwen3-8B weights, the variants interleaved `repeats` times.
-Each variant is an `EngineOptions` (reference/options.py): the base options (the bench's
+Each variant is an `EngineOptions` (common/engine_options.py): the base options (the bench's
 flags) with every kernel switch off, then these turned on:
 
     all off     eager q/k tail (Inductor's ~5 kernels), cuBLAS projections, split-K attention
@@ -33,8 +33,8 @@ import statistics
 
 import torch
 
+from common.engine_options import EngineOptions
 from reference.generate import generate
-from reference.options import EngineOptions
 
 OFF = dict(fused_qk=False, triton_gemv=False, triton_gemv_gate_up=False, unsplit_width=0,
            fused_merge=False)

@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from common.engine_options import EngineOptions
 from reference.config import ConfigError, DFlashConfig, ModelConfig
 from reference.dflash import DFlashProposer, Drafter
 from reference.model import LayerWeights, Target, rope_cache
-from reference.options import EngineOptions
 
 QWEN3_8B = dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
                 num_key_value_heads=8, head_dim=128, intermediate_size=12288, vocab_size=151936,

@@ -7,7 +7,7 @@ attends to keys `w < kv_lens[b]` of its request's row of `req_to_token` (causall
 the window on sliding layers). Padding tokens use slot 0 and never reach real keys.
 Attention reads K/V in place from the pool (reference/ops.py: the Triton paged_attention
 kernel on CUDA, its oracle on the CPU). Which kernels run is the target's `EngineOptions`
-(reference/options.py), passed down as arguments: the layer takes fused_qk, triton_gemv and
+(common/engine_options.py), passed down as arguments: the layer takes fused_qk, triton_gemv and
 the GEMV tuning, AttentionMeta carries the attention kernel's launch switches.
 """
 
@@ -21,11 +21,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from common.engine_options import EngineOptions
 from kernels.gemv.tuning import GemvTuning
 from kernels.kv_materialize.ref import rope_neox
 from reference import ops
 from reference.config import ModelConfig
-from reference.options import EngineOptions
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from common.engine_options import EngineOptions
 from reference import ops
 from reference.cuda_graphs import GraphCache
 from reference.device import Fence
@@ -33,7 +34,6 @@ from reference.generate import generate
 from reference.loaders import random_target
 from reference.methods import BuildContext, MethodSpec, build
 from reference.model import ForwardBatch
-from reference.options import EngineOptions
 from reference.proposers import Round
 from reference.verify import Sampling
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from common.buckets import BATCH_BUCKETS
+from common.engine_options import add_arguments, from_args
 from common.stamps import stamp
-from reference.options import add_arguments, from_args
 from simulator.calibration import FORMAT, REPO_CONF
 from workbench.calib_fit import borrow, fit, print_report
 

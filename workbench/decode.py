@@ -11,7 +11,7 @@ variant: DFlash, or one of the ablations), `--drafter random` a DFlash drafter w
 weights of the preset's shapes; neither means plain autoregressive decoding. Prompts come
 from a JSON-lines file of token-id lists, or are random. Prints tokens/s, tau, the
 commit-length histogram and the per-round time split. The engine runs under the
-EngineOptions of the shared flags (reference/options.py, e.g. --no-fused-qk).
+EngineOptions of the shared flags (common/engine_options.py, e.g. --no-fused-qk).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from reference.options import add_arguments, from_args
+from common.engine_options import add_arguments, from_args
 
 
 def _args(argv):

@@ -22,7 +22,7 @@ Reported per run: output tokens/s, TPOT mean and p99, TTFT, tau, GPU idle betwee
 (plan + launch + process), implicit host-device syncs during the run (torch's sync debug
 mode; the loop's event fences are explicit and not counted), and whether every request's
 tokens equal plain greedy decoding.
-The engine runs under the EngineOptions of the shared flags (reference/options.py, e.g.
+The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.
 --no-triton-gemv, --compiled-prefill), stamped into the result as "engine_options".
 --out DIR gets serve_bench.json (stamped with git SHA and versions; also the setups' shapes
 and acceptance, for `python -m experiments.spec_v2`), serve_bench.md (the table) and
@@ -39,8 +39,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from common.engine_options import add_arguments, from_args
 from common.stamps import command_line, stamp
-from reference.options import add_arguments, from_args
 from workbench.serve_report import ratios, save, show
 
 T0 = time.perf_counter()

@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+from common.engine_options import add_arguments, from_args
 from common.stamps import stamp
 from common.survival import geometric_curve
-from reference.options import add_arguments, from_args
 
 
 def run_cell(target, prompts, proposer, new_tokens: int) -> tuple[dict, list]:

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import kernels
+from common.engine_options import EngineOptions
 from kernels.gemv.tuning import GemvTuning
 from reference import model, ops
 from reference.config import ModelConfig
 from reference.model import AttentionMeta, LayerWeights, decoder_layer, rope_cache
-from reference.options import EngineOptions
 from workbench.numerics import assert_close
 
 H, NH, NKV, D, INTER, S = 32, 4, 2, 16, 48, 40

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import kernels
+from common.engine_options import EngineOptions
 from reference import ops
 from reference.model import decoder_layer
-from reference.options import EngineOptions
 from tests.reference.test_fused_qk import INTER, NH, NKV, D, H, _inputs
 from workbench.numerics import assert_close
 

@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add one flag per field: `--fused-qk/--no-fused-qk` for a bool, `--unsplit-width N` for
     an int. Every flag defaults to None (not given), so `from_args` keeps the field's
     default; the help text is the field's docstring's first sentence."""
-    group = parser.add_argument_group("engine options (reference/options.py)")
+    group = parser.add_argument_group("engine options (common/engine_options.py)")
     default = EngineOptions()
     docs = _field_docs()
     for f in fields(EngineOptions):
