@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `python -m reference.bench` of two versions of the engine side by side on one GPU,
+# interleaved (before, after, before, after, ...) so drift hits both alike.
+#
+#   git archive <commit> reference kernels | tar -x -C DIR     # the version before
+#   bash benchmarks/reference/ab_bench.sh DIR OUT [ROUNDS] [-- reference.bench args]
+#
+# DIR holds the earlier version's packages; the working tree is the later one. Each run's
+# JSON and log land in OUT/ab/, packed into OUT/ab.tgz (the device returns few files), and
+# benchmarks/reference/ab_report.py prints the ratios (after / before) per batch size.
+set -eu
+before=$1; out=$2; rounds=${3:-2}
+shift $(( $# < 3 ? $# : 3 )); [ "${1:-}" = "--" ] && shift
+args=("$@"); [ ${#args[@]} -eq 0 ] && args=(--batch-sizes 1,16 --hf-new-tokens 0)
+here=$(pwd); work="$out/ab"; mkdir -p "$work"
+for r in $(seq "$rounds"); do
+  for side in before after; do
+    dir=$here; [ $side = before ] && dir=$before
+    start=$(date +%s)
+    (cd "$dir" && python -m reference.bench "${args[@]}" --out "$work/${side}_$r.json") \
+      > "$work/${side}_$r.log" 2>&1 || { tail -20 "$work/${side}_$r.log"; exit 1; }
+    echo "$side $r: $(( $(date +%s) - start )) s"
+  done
+done
+python benchmarks/reference/ab_report.py "$work" | tee "$work/report.md"
+tar czf "$out/ab.tgz" -C "$out" ab
