@@ -1,8 +1,13 @@
 """`python -m experiments.acceptance [overrides]`: measured acceptance of the toy drafters.
 
-For every corpus split, temperature, drafter and test-time block size, decodes the split's
+For every held-out split, temperature, drafter and test-time block size, decodes the split's
 prompts with the toy target (reference engine, batched) plainly and speculatively, side by
-side, and reports tau (mean commit length) with its standard error over requests, the
+side. The prompts are the committed evaluation sets (experiments/zoo/prompts, made by
+toy/eval_sets.py), the same on every machine; `prompts=corpus` draws them from this
+interpreter's stdlib instead. results.md opens with the loop-aware headline: tau (mean
+commit length per round, pooled over rounds) over all requests and over the outputs below
+the `low_repetition` threshold of 4-gram repetition, and tau by output position
+([0, 64) and [64, 256)), each with 2 SE and its counts. It also reports the
 commit-length histogram, the survival curve S(k) = P(commit_len >= k) with the conditional
 acceptance alpha_k = S(k+1) / S(k), the repetition rate of the outputs (degenerate loops
 inflate tau), how many requests equal plain decoding token for token (T = 0), the speedup
@@ -14,7 +19,8 @@ compute-bound regime: H200 2026-11-29g, 0.99x where batch 256 gave 1.50x).
 Drafters are folders under `artifacts` (the recipe's dflash-b16 / dflash-b8, or
 ablations/<name> from toy/ablations.py), loaded by
 `toy.variants.load_variant`. Writes results.csv, curves.csv, requests.csv,
-results.md, survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder.
+results.md, survival.png, commit_hist.png and config_resolved.yaml into the Hydra run folder
+(the report itself: experiments/acceptance_report.py).
 
 Hydra composes the config when it is installed; without it (the GPU machine) the same
 `key=value` and `study=NAME` overrides are applied by `config_without_hydra`.
@@ -28,7 +34,6 @@ Examples:
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import sys
@@ -36,14 +41,37 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments.acceptance_stats import acceptance_curves, repetition_rate
+from experiments.acceptance_report import (
+    EQUAL_PLAIN_NOTE,
+    headline_columns,
+    headline_table,
+    markdown_table,
+    plot_curves,
+    write_csv,
+)
+from experiments.acceptance_stats import (
+    LOW_REPETITION,
+    POSITION_WINDOWS,
+    acceptance_curves,
+    low_repetition_tau,
+    position_tau,
+    repetition_rate,
+    rounds_in_window,
+)
 
 
 @dataclass
 class AcceptanceConfig:
-    """Schema of conf/acceptance/config.yaml; block_sizes empty: each drafter's own B."""
+    """Schema of conf/acceptance/config.yaml; block_sizes empty: each drafter's own B.
+    prompts "committed": the first num_prompts of each split's committed set in
+    prompt_sets (toy/eval_sets.py; prompt_len must be its rule, max_files unset);
+    "corpus": drawn from this interpreter's stdlib by prompt_len, seed + 1, max_files.
+    warm_up false: no untimed warm-up runs (the CPU, where tokens/s are not the point)."""
 
     artifacts: str = "artifacts/toy"
+    prompts: str = "committed"
+    prompt_sets: str = "experiments/zoo/prompts"
+    low_repetition: float = LOW_REPETITION
     drafters: list[str] = field(default_factory=lambda: ["dflash-b16", "dflash-b8"])
     block_sizes: list[int] = field(default_factory=list)
     splits: list[str] = field(default_factory=lambda: ["validation", "test"])
@@ -56,6 +84,7 @@ class AcceptanceConfig:
     device: str = "auto"
     seed: int = 0
     plots: bool = True
+    warm_up: bool = True
 
 
 def decode_in_batches(target, prompts: list[list[int]], batch_size: int, **kw):
@@ -82,7 +111,7 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
     import torch
 
     from reference.loaders import load_target
-    from toy.gen_data import split_prompts
+    from toy.eval_sets import held_out_prompts
     from toy.tokenizer import EOT, load_tokenizer
     from toy.variants import load_variant
 
@@ -91,11 +120,13 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
                                                       else "cpu")
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     target = load_target(root / "target", device=device, dtype=dtype)
-    tok = load_tokenizer(root / "tokenizer" / "tokenizer.json")
+    tok_path = root / "tokenizer" / "tokenizer.json"
+    tok = load_tokenizer(tok_path)
     rows, curves, requests, warmed = [], [], [], set()
     for split in cfg.splits:
-        prompts = split_prompts(tok, split, cfg.num_prompts, tuple(cfg.prompt_len),
-                                cfg.seed + 1, cfg.max_files)
+        prompts = held_out_prompts(tok_path, split, cfg.num_prompts, source=cfg.prompts,
+                                   prompt_len=tuple(cfg.prompt_len), seed=cfg.seed + 1,
+                                   max_files=cfg.max_files, folder=Path(cfg.prompt_sets))
         for temp in cfg.temperatures:
             kw = dict(max_new_tokens=cfg.max_new_tokens, temperature=temp, seed=cfg.seed,
                       stop_token_ids=(tok.token_to_id(EOT),))
@@ -104,7 +135,8 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
             # 15.8k tok/s at T = 0 against 60.6k at T = 1).
             short = {"max_new_tokens": 4} if ("plain", temp) in warmed else {}
             warmed.add(("plain", temp))
-            decode_in_batches(target, prompts, cfg.batch_size, **{**kw, **short})
+            if cfg.warm_up:
+                decode_in_batches(target, prompts, cfg.batch_size, **{**kw, **short})
             plain = decode_in_batches(target, prompts, cfg.batch_size, **kw)
             for name in cfg.drafters:
                 for block in cfg.block_sizes or [None]:
@@ -117,20 +149,26 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
                     kind = (type(proposer).__name__, proposer.block_size, temp)
                     short = {"max_new_tokens": 2 * proposer.block_size} if kind in warmed else {}
                     warmed.add(kind)
-                    decode_in_batches(target, prompts, cfg.batch_size, proposer=proposer,
-                                      **{**kw, **short})
+                    if cfg.warm_up:
+                        decode_in_batches(target, prompts, cfg.batch_size, proposer=proposer,
+                                          **{**kw, **short})
                     spec = decode_in_batches(target, prompts, cfg.batch_size,
                                              proposer=proposer, **kw)
                     c = acceptance_curves(spec.accept_lengths, proposer.block_size)
+                    headline = headline_columns(
+                        c, low_repetition_tau(spec.accept_lengths, spec.tokens,
+                                              cfg.low_repetition),
+                        position_tau(spec.accept_lengths))
                     key = {"drafter": name, "train_B": trained_block_size(root / name),
                            "test_B": proposer.block_size, "split": split, "T": temp}
                     rows.append({**key, "tau": c["tau"], "tau_se": c["tau_se"],
-                                 "rounds": c["rounds"],
+                                 "rounds": c["rounds"], **headline,
                                  "full_block": c["hist"][-1],
                                  "repetition": repetition_rate(spec.tokens),
                                  "equal_plain": sum(a == b for a, b in zip(spec.tokens,
                                                                            plain.tokens)),
-                                 "prompts": len(prompts), "device": device,
+                                 "prompts": len(prompts), "prompt_source": cfg.prompts,
+                                 "device": device,
                                  "batch": min(cfg.batch_size, len(prompts)),
                                  "tokens_per_s": spec.stats["tokens_per_s"],
                                  "ar_tokens_per_s": plain.stats["tokens_per_s"],
@@ -140,7 +178,7 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
                                  / max(spec.stats["rounds"], 1)})
                     requests += [{**key, "request": i, "prompt_len": len(p),
                                   "rounds": len(a), "committed": sum(a),
-                                  "repetition": repetition_rate([t])}
+                                  "repetition": repetition_rate([t]), **window_counts(a)}
                                  for i, (p, a, t) in enumerate(zip(prompts, spec.accept_lengths,
                                                                    spec.tokens))]
                     for k in range(1, proposer.block_size + 1):
@@ -153,68 +191,20 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
     return rows, curves, requests
 
 
+def window_counts(commits: list[int]) -> dict:
+    """requests.csv's per-window columns of one request: rounds starting in each output
+    position window of POSITION_WINDOWS and the tokens they committed."""
+    cols = {}
+    for lo, hi in POSITION_WINDOWS:
+        sub = rounds_in_window(commits, lo, hi)
+        cols.update({f"rounds_pos{lo}_{hi}": len(sub), f"committed_pos{lo}_{hi}": sum(sub)})
+    return cols
+
+
 def trained_block_size(drafter_dir: Path) -> int:
     """The B a drafter was trained at: its config.json's block_size (a loaded proposer
     carries the evaluation B, which `block_size=` overrides)."""
     return int(json.loads((drafter_dir / "config.json").read_text())["block_size"])
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-EQUAL_PLAIN_NOTE = (
-    "\nequal_plain: requests whose output equals plain decoding token for token (at T = 0 the "
-    "same greedy function; in bf16 on the GPU a B-token verify and a 1-token decode sum in "
-    "different orders, so a near-tied argmax can flip and the texts part; the CPU tests "
-    "assert exact equality in fp32). At T = 1 both sample the same distribution with "
-    "different draws.\n")
-
-
-def markdown_table(rows: list[dict]) -> str:
-    cols = ("drafter", "train_B", "test_B", "split", "T", "tau", "tau_se", "full_block",
-            "repetition", "equal_plain", "speedup", "draft_ms_per_round")
-    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
-    for r in rows:
-        cells = [f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
-        cells[cols.index("equal_plain")] = f"{r['equal_plain']}/{r['prompts']}"
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def plot_curves(curves: list[dict], out: Path) -> None:
-    """survival.png and commit_hist.png: one panel per temperature, one line per drafter
-    and test B (the test split when measured, else the first split)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    split = "test" if any(c["split"] == "test" for c in curves) else curves[0]["split"]
-    temps = sorted({c["T"] for c in curves})
-    groups: dict[tuple, list[dict]] = {}
-    for c in curves:
-        if c["split"] == split:
-            groups.setdefault((c["T"], c["drafter"], c["test_B"]), []).append(c)
-    for name, col, ylabel in (("survival", "survival", "S(k) = P(commit_len >= k)"),
-                              ("commit_hist", "hist", "fraction of rounds")):
-        fig, axes = plt.subplots(1, len(temps), figsize=(6 * len(temps), 4), squeeze=False,
-                                 sharey=True)
-        for ax, temp in zip(axes[0], temps):
-            for (t, drafter, block), pts in groups.items():
-                if t == temp:
-                    ax.plot([p["k"] for p in pts], [p[col] for p in pts], marker="o", ms=3,
-                            label=f"{drafter} B={block}")
-            ax.set_xlabel("k (commit length)")
-            ax.set_title(f"{name}, {split} split, T={temp}")
-            ax.legend(fontsize=7)
-        axes[0][0].set_ylabel(ylabel)
-        fig.tight_layout()
-        fig.savefig(out / f"{name}.png", dpi=120)
-        plt.close(fig)
 
 
 def run(cfg: AcceptanceConfig, out: Path) -> list[dict]:
@@ -229,7 +219,8 @@ def run(cfg: AcceptanceConfig, out: Path) -> list[dict]:
     write_csv(out / "results.csv", rows)
     write_csv(out / "curves.csv", curves)
     write_csv(out / "requests.csv", requests)
-    report = markdown_table(rows) + EQUAL_PLAIN_NOTE + checks_markdown(rows)
+    report = (headline_table(rows, cfg.low_repetition) + "## All columns\n\n"
+              + markdown_table(rows) + EQUAL_PLAIN_NOTE + checks_markdown(rows))
     (out / "results.md").write_text(report)
     (out / "config_resolved.yaml").write_text(yaml.safe_dump(dataclasses.asdict(cfg)))
     if cfg.plots:

@@ -8,11 +8,14 @@ each, the difference A - B and twice its paired standard error: request i commit
 tokens in n_i rounds in each run, and with e_i the residuals of `tau_residuals`,
 var(tau_A - tau_B) = m / (m - 1) * sum_i (e_Ai - e_Bi)^2. The pairing removes what the
 prompts share (a prompt that loops is easy for both pairs), which the two runs'
-unpaired standard errors count twice. Also each run's mean output repetition, and with
---strata the same per stratum of output repetition (loops are easy to draft, and two
-targets loop at different rates: H200 2026-11-29g). Prints the
-markdown table; with --out F writes it to F and a forest plot of the differences to F's
-.png sibling.
+unpaired standard errors count twice. tau is the mean commit length per round, pooled over
+rounds. Also each run's mean output repetition; the same per stratum of output repetition
+(fraction of 4-grams repeating an earlier 4-gram of the output, the larger of A's and B's;
+--strata cuts, by default the headline's low-repetition threshold 0.3: loops are easy to
+draft, and two targets loop at different rates, H200 2026-11-29g); and per window of the
+output position where a round starts ([0, 64), [64, 256)), when both runs' requests.csv
+have it. Prints the markdown table; with --out F writes it to F and a forest plot of the
+differences to F's .png sibling.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from experiments.acceptance_stats import paired_difference
+from experiments.acceptance_stats import LOW_REPETITION, POSITION_WINDOWS, paired_difference
 
 KEY = ("drafter", "test_B", "split", "T")
 
@@ -45,7 +48,10 @@ def compare(a: Path, b: Path, strata: tuple[float, ...] = ()) -> list[dict]:
     """One row per KEY measured in both runs, on requests whose prompt lengths agree
     (stratum "all"). With `strata` (cut points in (0, 1)), also one row per stratum of the
     requests' output repetition, the larger of the two runs' (stratum "[lo, hi)"):
-    exploratory, since repetition is an outcome of each pair's target."""
+    exploratory, since repetition is an outcome of each pair's target. When both runs
+    recorded them, also one row per output-position window (stratum "pos [lo, hi)"): the
+    rounds whose first token falls in it, every request paired (requests counts those
+    with such a round in either run)."""
     ra, rb = read_requests(a), read_requests(b)
     edges = [0.0, *strata, float("inf")]
     rows = []
@@ -55,17 +61,24 @@ def compare(a: Path, b: Path, strata: tuple[float, ...] = ()) -> list[dict]:
             raise SystemExit(f"acceptance_compare: {key} was measured on other prompts in "
                              f"{a} and {b} (split, num_prompts, prompt_len and seed must match)")
         rep = [max(float(x["repetition"]), float(y["repetition"])) for x, y in zip(qa, qb)]
-        groups = {"all": range(len(qa))}
+        everyone = range(len(qa))
+        groups = {"all": (everyone, "committed", "rounds", len(qa))}
         for lo, hi in zip(edges[:-1], edges[1:]) if strata else ():
             label = f"[{lo:g}, {hi:g})" if hi < 1 else f"[{lo:g}, 1]"
-            groups[label] = [i for i, r in enumerate(rep) if lo <= r < hi]
-        for stratum, idx in groups.items():
-            if len(idx) < 2 and stratum != "all":  # a stratum of one has no spread
+            idx = [i for i, r in enumerate(rep) if lo <= r < hi]
+            groups[label] = (idx, "committed", "rounds", len(idx))
+        for lo, hi in POSITION_WINDOWS:
+            n = f"rounds_pos{lo}_{hi}"
+            if n in qa[0] and n in qb[0]:
+                used = sum(1 for x, y in zip(qa, qb) if int(x[n]) + int(y[n]) > 0)
+                groups[f"pos [{lo}, {hi})"] = (everyone, f"committed_pos{lo}_{hi}", n, used)
+        for stratum, (idx, x, n, used) in groups.items():
+            if used < 2 and stratum != "all":  # a stratum of one has no spread
                 continue
             tau_a, tau_b, se = paired_difference(
-                [(int(qa[i]["committed"]), int(qa[i]["rounds"])) for i in idx],
-                [(int(qb[i]["committed"]), int(qb[i]["rounds"])) for i in idx])
-            rows.append({**dict(zip(KEY, key)), "stratum": stratum, "requests": len(idx),
+                [(int(qa[i][x]), int(qa[i][n])) for i in idx],
+                [(int(qb[i][x]), int(qb[i][n])) for i in idx])
+            rows.append({**dict(zip(KEY, key)), "stratum": stratum, "requests": used,
                          "tau_A": tau_a, "tau_B": tau_b, "diff": tau_a - tau_b,
                          "two_se": 2 * se,
                          "repetition_A": sum(float(qa[i]["repetition"]) for i in idx)
@@ -82,7 +95,8 @@ def verdict(row: dict) -> str:
 
 
 def markdown(rows: list[dict], a: Path, b: Path) -> str:
-    lines = [f"A = {a}, B = {b}; A - B with twice its paired standard error\n",
+    lines = [f"A = {a}, B = {b}; tau = mean commit length per round (pooled over rounds); "
+             "A - B with twice its paired standard error\n",
              "| drafter | test_B | split | T | repetition stratum | requests | tau A | tau B | "
              "A - B | 2 SE | repetition A / B | verdict |", "|" + " --- |" * 12]
     for r in rows:
@@ -121,9 +135,10 @@ def main() -> None:
     ap.add_argument("b", type=Path, help="run folder B (e.g. the small pair's)")
     ap.add_argument("--out", type=Path, default=None,
                     help="write the table here, and its forest plot next to it (.png)")
-    ap.add_argument("--strata", type=float, nargs="+", default=(),
+    ap.add_argument("--strata", type=float, nargs="*", default=(LOW_REPETITION,),
                     help="also per stratum of output repetition, cut at these values "
-                         "(e.g. 0.3 0.7)")
+                         "(default: the headline's low-repetition threshold; none: overall "
+                         "only)")
     args = ap.parse_args()
     rows = compare(args.a, args.b, tuple(args.strata))
     report = markdown(rows, args.a, args.b)

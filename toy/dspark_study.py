@@ -6,7 +6,9 @@ Reads a finished recipe folder (toy/recipe.py: tokenizer/, target/, data/,
 dflash-b16/), trains DSpark with gamma = B-1 and dflash-b16's depth, anchors, batch, lr and
 steps (at most --max-minutes of wall time), retrains DFlash for the steps DSpark reached when
 that is fewer (--retrain-dflash auto), then decodes held-out test prompts with every drafter
-at T = 1 and T = 0 (full verification, reference engine). DSpark's confidences are
+at T = 1 and T = 0 (full verification, reference engine). Held-out prompts are the first
+--prompts of the committed sets (toy/eval_sets.py; --prompts-from corpus draws them from
+this interpreter's stdlib at the training data's prompt lengths instead). DSpark's confidences are
 calibrated by sequential temperature scaling on validation-split rounds and scored on the
 test rounds. Writes into --out: results.json, tau_per_position.csv (survival
 P(accept_len >= k) and conditional acceptance per position), calibration.csv (ECE before
@@ -32,7 +34,8 @@ from reference.generate import generate
 from reference.loaders import load_target
 from reference.methods import MethodSpec, build
 from reference.methods.variants import drafter_spec
-from toy.gen_data import load_dataset, split_prompts
+from toy.eval_sets import held_out_prompts
+from toy.gen_data import load_dataset
 from toy.stages import release
 from toy.tokenizer import EOT, MASK, load_tokenizer
 from toy.train_dflash import DFlashTrainConfig, train_dflash
@@ -147,6 +150,8 @@ def main() -> None:
     ap.add_argument("--markov-rank", type=int, default=128)
     ap.add_argument("--prompts", type=int, default=64, help="per split (validation, test)")
     ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--prompts-from", choices=("committed", "corpus"), default="committed",
+                    help="the committed held-out sets (toy/eval_sets.py) or this corpus")
     args = ap.parse_args()
     t0 = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -161,7 +166,9 @@ def main() -> None:
     info = train(args, target, data, tok.token_to_id(MASK))
     lens = data.prompt_lens
     span = (int(lens.min()), int(lens.max()))
-    prompts = {s: split_prompts(tok, s, args.prompts, span, 7) for s in ("validation", "test")}
+    prompts = {s: held_out_prompts(args.artifacts / "tokenizer" / "tokenizer.json", s,
+                                   args.prompts, source=args.prompts_from, prompt_len=span,
+                                   seed=7) for s in ("validation", "test")}
     gamma = info["dspark"]["config"]["gamma"]
     _, c_val, acc_val = dspark_rounds(
         target, args.out / "dspark", prompts["validation"], 1.0, args.max_new, stop

@@ -26,38 +26,56 @@ from safetensors.torch import load_file, save_file
 from reference.device import to_device
 from reference.generate import generate
 from reference.model import Target
-from toy.corpus import read_texts
+from toy.corpus import fingerprint, read_sources
 from toy.tokenizer import EOT, load_tokenizer
+
+
+def split_sources(tok, split: str, max_files: int | None = None, min_tokens: int = 1,
+                  root: Path | None = None) -> list[tuple[str, list[int]]]:
+    """(stdlib-relative path, token ids) of every file of a corpus split with at least
+    min_tokens tokens, sorted by path (root: another stdlib than this interpreter's)."""
+    sources = read_sources(split, root, max_files)
+    encoded = tok.encode_batch([text for _, text in sources])
+    return [(rel, e.ids) for (rel, _), e in zip(sources, encoded) if len(e.ids) >= min_tokens]
 
 
 def split_files(tok, split: str, max_files: int | None = None, min_tokens: int = 1
                 ) -> list[list[int]]:
     """Token ids of every file of a corpus split with at least min_tokens tokens."""
-    encoded = tok.encode_batch(read_texts(split, max_files=max_files))
-    return [e.ids for e in encoded if len(e.ids) >= min_tokens]
+    return [ids for _, ids in split_sources(tok, split, max_files, min_tokens)]
+
+
+def window_picks(lengths: list[int], n: int, min_len: int, max_len: int, seed: int
+                 ) -> list[tuple[int, int, int]]:
+    """n windows as (file index, start, length) over files of `lengths` tokens, each at
+    least min_len long: files drawn by length, window length uniform in
+    min_len..min(max_len, file), start uniform."""
+    if not lengths:
+        raise ValueError(f"no file has {min_len} tokens")
+    gen = torch.Generator().manual_seed(seed)
+    sizes = torch.tensor(lengths, dtype=torch.float64)
+    picks = torch.multinomial(sizes / sizes.sum(), n, replacement=True, generator=gen).tolist()
+    out = []
+    for i in picks:
+        length = int(torch.randint(min_len, min(max_len, lengths[i]) + 1, (1,), generator=gen))
+        start = int(torch.randint(0, lengths[i] - length + 1, (1,), generator=gen))
+        out.append((i, start, length))
+    return out
 
 
 def sample_windows(files: list[list[int]], n: int, min_len: int, max_len: int,
                    seed: int) -> list[list[int]]:
     """n windows of min_len..max_len tokens; files drawn by length, offsets uniform."""
     files = [f for f in files if len(f) >= min_len]
-    if not files:
-        raise ValueError(f"no file has {min_len} tokens")
-    gen = torch.Generator().manual_seed(seed)
-    sizes = torch.tensor([len(f) for f in files], dtype=torch.float64)
-    picks = torch.multinomial(sizes / sizes.sum(), n, replacement=True, generator=gen).tolist()
-    out = []
-    for i in picks:
-        length = int(torch.randint(min_len, min(max_len, len(files[i])) + 1, (1,),
-                                   generator=gen))
-        start = int(torch.randint(0, len(files[i]) - length + 1, (1,), generator=gen))
-        out.append(files[i][start : start + length])
-    return out
+    return [files[i][start : start + length] for i, start, length
+            in window_picks([len(f) for f in files], n, min_len, max_len, seed)]
 
 
 def split_prompts(tok, split: str, n: int, prompt_len: tuple[int, int], seed: int,
                   max_files: int | None = None) -> list[list[int]]:
-    """n windows of one corpus split (validation and test files are never trained on)."""
+    """n windows of one corpus split drawn from this interpreter's stdlib (validation and
+    test files are never trained on); the committed sets of toy/eval_sets.py are the
+    machine-independent ones."""
     lo, hi = prompt_len
     return sample_windows(split_files(tok, split, max_files, lo), n, lo, hi, seed)
 
@@ -162,7 +180,7 @@ def gen_data(target: Target, tok, out: Path, *, num_prompts: int, min_len: int =
     metrics = {"num_sequences": len(prompts), "prompt_tokens": sum(map(len, prompts)),
                "continuation_tokens": sum(map(len, conts)), "min_len": min_len,
                "max_len": max_len, "max_new": max_new, "seed": seed,
-               "temperature": temperature,
+               "temperature": temperature, "corpus": fingerprint("train", max_files),
                "wall_s": time.time() - t0}
     save_dataset(out, prompts, conts, metrics)
     return metrics

@@ -16,8 +16,9 @@ import torch
 
 from reference.generate import generate
 from reference.model import Target
-from toy.corpus import read_texts
-from toy.gen_data import gen_data, load_dataset, split_prompts
+from toy import eval_sets
+from toy.corpus import fingerprint, read_texts
+from toy.gen_data import gen_data, load_dataset
 from toy.tokenizer import EOT, MASK, load_tokenizer, train_tokenizer
 from toy.train_dflash import DFlashTrainConfig, TrainRun, train_dflash
 from toy.train_target import train_target
@@ -27,7 +28,7 @@ def tokenizer(out: Path, vocab: int, max_files: int | None) -> dict:
     tok = train_tokenizer(read_texts("train", max_files=max_files), vocab_size=vocab)
     tok.save(str(out / "tokenizer.json"))
     return {"vocab_size": tok.get_vocab_size(), "eot_id": tok.token_to_id(EOT),
-            "mask_id": tok.token_to_id(MASK)}
+            "mask_id": tok.token_to_id(MASK), "corpus": fingerprint("train", max_files)}
 
 
 def target(out: Path, recipe, tok_path: Path, device: str) -> dict:
@@ -56,18 +57,23 @@ def drafter(out: Path, tgt: Target, tok_path: Path, data_path: Path,
 
 def evaluate(out: Path, tgt: Target, tok_path: Path, recipe, drafter_stages: list[str]
              ) -> dict:
-    """Greedy decoding of held-out prompts: plain, then with every drafter (each timed on
-    its second run)."""
+    """Greedy decoding of held-out test prompts: plain, then with every drafter (each timed
+    on its second run). The prompts are the committed test set's (toy/eval_sets.py) when
+    the recipe's prompt rule is the one it was drawn with, else drawn from the corpus."""
     from reference.methods import build
     from reference.methods.variants import drafter_spec
 
     tok = load_tokenizer(tok_path)
-    prompts = split_prompts(tok, "test", recipe.eval_prompts, recipe.prompt_len,
-                            recipe.seed + 1, recipe.max_files)
+    committed = (tuple(recipe.prompt_len), recipe.max_files) == (eval_sets.PROMPT_LEN, None)
+    source = "committed" if committed else "corpus"
+    prompts = eval_sets.held_out_prompts(tok_path, "test", recipe.eval_prompts, source=source,
+                                         prompt_len=recipe.prompt_len, seed=recipe.seed + 1,
+                                         max_files=recipe.max_files)
     kw = dict(max_new_tokens=recipe.eval_max_new, stop_token_ids=(tok.token_to_id(EOT),))
     generate(tgt, prompts, **kw)  # warm-up: every batch size's compile and graphs untimed
     plain = generate(tgt, prompts, **kw)
-    result = {"prompts": len(prompts), "ar_tokens_per_s": plain.stats["tokens_per_s"],
+    result = {"prompts": len(prompts), "prompt_source": source,
+              "ar_tokens_per_s": plain.stats["tokens_per_s"],
               "samples": [{"prompt": tok.decode(p), "completion": tok.decode(c)}
                           for p, c in zip(prompts[:3], plain.tokens)]}
     for stage in drafter_stages:

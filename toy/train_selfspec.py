@@ -16,7 +16,9 @@ dense forward with an explicit attention mask:
 Loss = CE_AR + CE_isd + CE_ls. Writes to --out: model/ (save_pretrained, bf16, with the
 tokenizer), metrics.json, results.csv, results.md, selfspec.png: validation AR perplexity
 before and after, and greedy tokens per forward of ISD N in {4, 8} and LinearSpec B in
-{4, 8} before and after (with ISD's closed form at the measured per-token acceptance).
+{4, 8} before and after (with ISD's closed form at the measured per-token acceptance), on
+the first --eval-prompts of the committed validation set (toy/eval_sets.py; --prompts-from
+corpus draws them from this interpreter's stdlib instead).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import torch
 import torch.nn.functional as F
 
 from common.stamps import stamp
-from toy.gen_data import load_dataset, split_prompts
+from toy.eval_sets import held_out_prompts
+from toy.gen_data import load_dataset
 from toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer
 from toy.train_target import evaluate
 
@@ -262,6 +265,8 @@ def main() -> None:
     ap.add_argument("--eval-max-new", type=int, default=128)
     ap.add_argument("--prompt-len", type=int, nargs=2, default=(64, 256))
     ap.add_argument("--max-files", type=int, default=None, help="cap corpus files (CPU)")
+    ap.add_argument("--prompts-from", choices=("committed", "corpus"), default="committed",
+                    help="the committed validation set (toy/eval_sets.py) or this corpus")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     from transformers import Qwen3ForCausalLM
@@ -274,8 +279,10 @@ def main() -> None:
 
     val = torch.tensor(encode_corpus(tok, read_texts("validation", max_files=args.max_files)),
                        device=device)
-    prompts = split_prompts(tok, "validation", args.eval_prompts, tuple(args.prompt_len),
-                            args.seed, args.max_files)
+    prompts = held_out_prompts(args.recipe / "tokenizer" / "tokenizer.json", "validation",
+                               args.eval_prompts, source=args.prompts_from,
+                               prompt_len=tuple(args.prompt_len), seed=args.seed,
+                               max_files=args.max_files)
     model = Qwen3ForCausalLM.from_pretrained(args.recipe / "target", dtype=torch.float32)
     model.to(device).eval()
     metrics = {"ppl_before": math.exp(evaluate(model, val, args.seq_len, 32, 40)),

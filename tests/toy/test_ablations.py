@@ -87,7 +87,7 @@ def test_ablations_train_resume_and_evaluate(micro):
     assert isinstance(load_variant(out / "ablations" / "eagle", target), EagleProposer)
     cfg = AcceptanceConfig(artifacts=str(out), drafters=[f"ablations/{n}" for n in names],
                            splits=["test"], temperatures=[0.0], num_prompts=2,
-                           prompt_len=[8, 16], max_new_tokens=12, max_files=40)
+                           prompts="corpus", prompt_len=[8, 16], max_new_tokens=12, max_files=40)
     rows, _, _ = measure(cfg)
     assert [r["equal_plain"] for r in rows] == [2, 2]
     assert all(r["draft_ms_per_round"] > 0 for r in rows)

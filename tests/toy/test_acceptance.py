@@ -138,7 +138,8 @@ def test_app_on_micro_artifacts(micro, tmp_path):
     out, _ = micro
     cfg = AcceptanceConfig(artifacts=str(out), block_sizes=[4, 16], splits=["test"],
                            temperatures=[0.0, 1.0], num_prompts=3, batch_size=2,
-                           prompt_len=[8, 24], max_new_tokens=16, max_files=40)
+                           prompts="corpus", prompt_len=[8, 24], max_new_tokens=16,
+                           max_files=40)
     rows = run(cfg, tmp_path)
     assert len(rows) == 2 * 2 * 2  # T x drafters x test B
     for r in rows:
@@ -152,15 +153,23 @@ def test_app_on_micro_artifacts(micro, tmp_path):
                  "config_resolved.yaml"):
         assert (tmp_path / name).is_file(), name
     assert markdown_table(rows).count("\n") == len(rows) + 2
+    assert (tmp_path / "results.md").read_text().startswith("## Headline")
     requests = list(csv.DictReader((tmp_path / "requests.csv").open()))
     assert len(requests) == len(rows) * 3
+    for q in requests:  # 16 new tokens: every round starts in [0, 64)
+        assert (int(q["rounds_pos0_64"]), int(q["committed_pos0_64"]),
+                int(q["rounds_pos64_256"])) == (int(q["rounds"]), int(q["committed"]), 0)
+    for r in rows:
+        assert r["rounds_pos0_64"] == r["rounds"] and r["tau_pos0_64"] == pytest.approx(r["tau"])
+        assert 0 <= r["low_rep_requests"] <= r["prompts"]
     for r in rows:  # each row's tau is its requests' tokens over their rounds
         mine = [q for q in requests if (q["drafter"], q["test_B"], q["T"]) ==
                 (r["drafter"], str(r["test_B"]), str(r["T"]))]
         assert sum(int(q["committed"]) for q in mine) / sum(int(q["rounds"]) for q in mine) \
             == pytest.approx(r["tau"])
     same = compare(tmp_path, tmp_path)  # a run against itself: no difference, no noise
-    assert len(same) == len(rows) and all(c["diff"] == 0 and c["two_se"] == 0 for c in same)
+    assert sum(c["stratum"] == "all" for c in same) == len(rows)
+    assert all(c["diff"] == 0 and c["two_se"] == 0 for c in same)
 
 
 def test_decode_in_batches_is_generate_over_the_chunks(micro):
@@ -192,7 +201,7 @@ def test_decode_in_batches_is_generate_over_the_chunks(micro):
 def test_hydra_entry_point(micro, tmp_path):
     out, _ = micro
     cmd = [sys.executable, "-m", "experiments.acceptance", f"artifacts={out}",
-           "splits=[validation]", "temperatures=[0.0]", "drafters=[dflash-b8]",
+           "splits=[validation]", "temperatures=[0.0]", "drafters=[dflash-b8]", "prompts=corpus",
            "num_prompts=2", "prompt_len=[8,16]", "max_new_tokens=8", "max_files=40",
            "plots=false", f"hydra.run.dir={tmp_path}"]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)

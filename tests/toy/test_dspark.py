@@ -50,6 +50,8 @@ def test_study_writes_every_result(micro, tmp_path, monkeypatch):
             str(dest),
             "--prompts",
             "3",
+            "--prompts-from",
+            "corpus",
             "--max-new",
             "12",
             "--markov-rank",

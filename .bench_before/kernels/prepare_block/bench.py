@@ -1,0 +1,45 @@
+"""Benchmark of `prepare_block` against its oracle on the H200 (issue 2's shapes).
+
+    python -m kernels.prepare_block.bench   # this op alone; `python -m kernels.bench`: all
+
+bs in {1, 64, 512} x B in {8, 16}, a (2*bs, 8192) int32 table, prefixes anywhere in it.
+Bytes moved: the three (bs,) inputs, bs*B table entries read, three (bs, B) int64 outputs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.prepare_block.kernel import prepare_block
+from kernels.prepare_block.ref import prepare_block_ref
+from kernels.timing import Row, launch_bound_row
+
+DEVICE = "cuda"
+WIDTH = 8192
+BATCHES, BLOCKS = (1, 64, 512), (8, 16)
+
+
+def run(floor: dict) -> list[Row]:
+    """One row per (bs, B) of the issue's grid."""
+    rows = []
+    for bs in BATCHES:
+        for block in BLOCKS:
+            g = torch.Generator(device=DEVICE).manual_seed(bs + block)
+            table = torch.randint(1, 1 << 20, (2 * bs, WIDTH), device=DEVICE, generator=g,
+                                  dtype=torch.int32)
+            args = (torch.randint(0, 150_000, (bs,), device=DEVICE, generator=g),
+                    torch.randint(0, WIDTH - block, (bs,), device=DEVICE, generator=g),
+                    torch.randperm(2 * bs, device=DEVICE, generator=g)[:bs], table)
+            kw = dict(block_size=block, mask_token_id=151_669)
+            nbytes = 3 * bs * 8 + bs * block * 4 + 3 * bs * block * 8
+            rows.append(launch_bound_row(
+                "prepare_block", f"bs={bs} B={block}", "int64",
+                lambda a=args, k=kw: prepare_block(*a, **k),
+                lambda a=args, k=kw: prepare_block_ref(*a, **k), nbytes, floor))
+    return rows
+
+
+if __name__ == "__main__":
+    from kernels.bench import main
+
+    raise SystemExit(main(["--ops", "prepare_block"]))
