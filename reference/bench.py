@@ -81,9 +81,11 @@ def bench_batch(target, drafter, prompts, args) -> dict:
     ar = generate(target, prompts, max_new_tokens=new)
     ahead = generate(target, prompts, max_new_tokens=new, lookahead=True)
     context = BuildContext(prompts, new, ar.tokens, drafter)
-    generate(target, prompts, proposer=build(args.method, target, context),
-             max_new_tokens=3 * block)
-    spec = generate(target, prompts, proposer=build(args.method, target, context),
+    # the default oracle corrupts drafts with a seed per batch size
+    method = args.method or (f"oracle:tau={args.tau},block_size={block},shadow=true,"
+                             f"seed={len(prompts)}")
+    generate(target, prompts, proposer=build(method, target, context), max_new_tokens=3 * block)
+    spec = generate(target, prompts, proposer=build(method, target, context),
                     max_new_tokens=new)
     s = spec.stats
     per_round = {k: 1e3 * s[f"{k}_s"] / s["rounds"]
@@ -117,7 +119,7 @@ def main(argv=None) -> dict:
                    "length")
     p.add_argument("--method", default=None,
                    help="method spec against AR (default: oracle:tau=TAU,block_size=B,"
-                        "shadow=true, DFlash's work at the oracle's acceptance)")
+                        "shadow=true,seed=BS: DFlash's work at the oracle's acceptance)")
     p.add_argument("--hf-new-tokens", type=int, default=32, help="0 skips transformers")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside the graphs")
     p.add_argument("--profile", action="store_true", help="top kernels of bs-1 AR decode")
@@ -132,8 +134,6 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default=None)
     engine_options.add_arguments(p)
     args = p.parse_args(argv)
-    args.method = args.method or (f"oracle:tau={args.tau},block_size={args.block_size},"
-                                  "shadow=true")
     opts = engine_options.from_args(args)
     sizes = [int(x) for x in args.batch_sizes.split(",")]
     cfg = preset_config(args.preset)

@@ -56,13 +56,16 @@ class Fence:
 
 
 class Streams:
-    """The forward, plan and copy streams of one device (all None on the CPU)."""
+    """The forward, plan and copy streams of one device (all None on the CPU). Without
+    `side_streams` (sync serving: nothing overlaps) planning and copies run on the forward
+    stream itself (plan and copy are None)."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, side_streams: bool = True):
         self.cuda = device.type == "cuda"
+        side = self.cuda and side_streams
         self.forward = torch.cuda.current_stream(device) if self.cuda else None
-        self.plan = torch.cuda.Stream(device) if self.cuda else None
-        self.copy = torch.cuda.Stream(device) if self.cuda else None
+        self.plan = torch.cuda.Stream(device) if side else None
+        self.copy = torch.cuda.Stream(device) if side else None
 
     def on(self, stream: torch.cuda.Stream | None):
         """Context manager that makes `stream` current (nothing on the CPU)."""

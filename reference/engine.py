@@ -126,10 +126,7 @@ class Engine:
         """
         dev, n = self.target.device, len(rows)
         width = max(len(c) for c in chunks)
-        ids = torch.zeros(n, width, dtype=torch.int64)
-        for b, chunk in enumerate(chunks):
-            ids[b, : len(chunk)] = torch.tensor(chunk)
-        ids = to_device(ids, dev)
+        ids = to_device([list(c) + [0] * (width - len(c)) for c in chunks], dev)
         lens = to_device([len(c) for c in chunks], dev)
         start = to_device(starts, dev)
         req_rows = to_device(rows, dev)

@@ -42,7 +42,7 @@ from reference.device import Fence, Streams, to_device
 from reference.engine import Clock, DecodeBatch, Engine, StepOutput, runtime
 from reference.model import Target
 from reference.proposers import Proposer
-from reference.serve.relay import FutureMap, HostResult, ResultCopy
+from reference.serve.relay import DirectResult, FutureMap, HostResult, ResultCopy
 from reference.serve.scheduler import DecodePlan, Live, PrefillPlan, Scheduler
 from reference.serve.timeline import Timeline
 from reference.serve.workload import OpenLoop, ServeRequest
@@ -70,7 +70,7 @@ class ServeConfig:
 @dataclass
 class Step:
     plan: PrefillPlan | DecodePlan
-    result: HostResult
+    result: HostResult | DirectResult
     done: Fence  # verify-done
 
 
@@ -102,7 +102,7 @@ class Server:
                                config.max_running, round_up(max_context + 2 * self.block, 64))
         self.pool = rt.pool
         self.engine = Engine(target, proposer, rt, config.sampling, config.seed)
-        self.streams = Streams(self.device)
+        self.streams = Streams(self.device, side_streams=config.mode == "overlap")
         self.relay = FutureMap(self.pool.req_to_token.shape[0], self.device)
         self.copies = ResultCopy(self.streams, self.device, bucket(config.max_running),
                                  1 + self.block)
@@ -143,7 +143,7 @@ class Server:
         self.last_done = self.decode_start_s = None
         self.step_walls: list[tuple[str, int, float]] = []  # (kind, bs, s since last process)
         self.timeline = Timeline(self.device)
-        self._last_process_s = 0.0
+        self._last_process_s, self._rows_cache = 0.0, None
         try:
             with torch.inference_mode():
                 self._loop(workload)
@@ -193,7 +193,8 @@ class Server:
     def _wall(self) -> float:
         return time.perf_counter() - self.timeline.t0
 
-    def _plan(self) -> tuple[PrefillPlan | DecodePlan | None, torch.Tensor | None]:
+    def _plan(self) -> tuple[PrefillPlan | DecodePlan | None,
+                             tuple[torch.Tensor, torch.Tensor] | None]:
         """Host planning plus the fenced allocation work on the plan stream."""
         s = self.streams
         with s.on(s.plan):
@@ -203,12 +204,20 @@ class Server:
                                     [len(lv.req.prompt) for lv in admitted])
             rows = None
             if isinstance(plan, DecodePlan):
-                rows = to_device(plan.rows + [0] * (bucket(len(plan.rows)) - len(plan.rows)),
-                                 self.device)
+                rows = self._rows(plan.rows)
             self.plan_done = s.fence(s.plan)
         if self.cfg.check:
             self._check(plan)
         return plan, rows
+
+    def _rows(self, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rows padded to a bucket with row 0, valid = rows != 0), both (bs,) i64 on the
+        device, uploaded only when the decode batch's rows change (on the plan stream)."""
+        key = tuple(rows)
+        if self._rows_cache is None or self._rows_cache[0] != key:
+            padded = to_device(rows + [0] * (bucket(len(rows)) - len(rows)), self.device)
+            self._rows_cache = (key, padded, (padded != 0).long())
+        return self._rows_cache[1], self._rows_cache[2]
 
     def _fence_plan(self) -> None:
         """The plan stream waits (on the device) for the newest launched step to finish."""
@@ -216,7 +225,8 @@ class Server:
             self.last_done.wait(self.streams.plan)
             self.fenced_plans += 1
 
-    def _launch(self, plan: PrefillPlan | DecodePlan, rows: torch.Tensor | None) -> Step:
+    def _launch(self, plan: PrefillPlan | DecodePlan,
+                rows: tuple[torch.Tensor, torch.Tensor] | None) -> Step:
         """Enqueue the step on the forward stream and its result copy on the copy stream."""
         s, dev = self.streams, self.device
         self.plan_done.wait(s.forward)
@@ -224,7 +234,9 @@ class Server:
         clock.mark()
         ready = []  # (packed results (n, w) i64, publish fence), set by the publish hook
         if isinstance(plan, DecodePlan):
+            rows, valid = rows
             s.hand_over(rows, s.forward)
+            s.hand_over(valid, s.forward)
             verified_id, prefix_lens = self.relay.resolve(rows)
 
             def publish(out: StepOutput) -> None:
@@ -232,7 +244,7 @@ class Server:
                 packed = torch.cat([out.commit_lens[:, None].long(), out.out_tokens], dim=1)
                 ready.append((packed[: len(plan.rows)], s.fence()))
 
-            self.engine.round(DecodeBatch(verified_id, prefix_lens, rows, (rows != 0).long(),
+            self.engine.round(DecodeBatch(verified_id, prefix_lens, rows, valid,
                                           len(plan.rows)), clock, publish)
             if self.decode_start_s is None:
                 self.decode_start_s = self._wall()
@@ -250,16 +262,15 @@ class Server:
             self.engine.prefill(plan.rows, plan.chunks, plan.starts, publish)
             clock.mark()
         self.last_done = done = s.fence()  # verify-done: the step, KV injection included
-        result = self.copies.start(*ready[0])
+        result = (self.copies.start(*ready[0]) if self.cfg.mode == "overlap"
+                  else DirectResult(*ready[0]))
         kind = "decode" if isinstance(plan, DecodePlan) else "prefill"
         self.timeline.step(kind, len(plan.lives), clock, result)
         return Step(plan, result, done)
 
     def _process(self, step: Step, workload: OpenLoop, steps: int) -> None:
         with self.timeline.span("wait"):
-            if self.cfg.mode == "sync":
-                step.done.synchronize()  # the whole step, KV injection included
-            rows = step.result.wait()
+            rows = step.result.wait()  # sync: the read follows the whole step on its stream
         with self.timeline.span("process", bs=len(rows)):
             for lv in self.sched.apply(step.plan, rows, self._wall()):
                 workload.on_finish(lv.req, self._now(steps))

@@ -58,6 +58,21 @@ class HostResult:
         return self.view.tolist()
 
 
+class DirectResult:
+    """One step's results read straight from the device (sync mode: no copy stream, no
+    staging); begin and done are the step's publish fence, for the timeline."""
+
+    def __init__(self, packed: torch.Tensor, published: Fence):
+        self._packed, self.begin, self.done = packed, published, published
+        self.read = False
+
+    def wait(self) -> list[list[int]]:
+        """Block until the step is done (the read follows it on the stream) and return the
+        rows as lists."""
+        self.read = True
+        return self._packed.tolist()
+
+
 class ResultCopy:
     """A ring of pinned buffers of max_rows * width i64, filled on the copy stream.
 
