@@ -242,7 +242,7 @@ class Server:
             def publish(out: StepOutput) -> None:
                 self.relay.publish(rows, out.new_seq_lens, out.bonus)
                 packed = torch.cat([out.commit_lens[:, None].long(), out.out_tokens], dim=1)
-                ready.append((packed[: len(plan.rows)], s.fence()))
+                ready.append((packed[: len(plan.rows)], s.fence(timing=True)))
 
             self.engine.round(DecodeBatch(verified_id, prefix_lens, rows, valid,
                                           len(plan.rows)), clock, publish)
@@ -257,7 +257,7 @@ class Server:
                 if done:
                     where, rows_f, lens = to_device(done, dev).unbind(1)
                     self.relay.publish(rows_f, lens, first[where])
-                ready.append((torch.stack([final, first], dim=1), s.fence()))
+                ready.append((torch.stack([final, first], dim=1), s.fence(timing=True)))
 
             self.engine.prefill(plan.rows, plan.chunks, plan.starts, publish)
             clock.mark()
