@@ -1,15 +1,15 @@
 """One-time tuning of `gemv`'s launch config per (N, K, M bucket, dtype, device).
 
 `config_for` is what the launcher (kernel.py) asks; candidates run through `launch`
-(launch.py), never through the launcher, so the imports run one way. On CUDA, the first call of a key outside CUDA-graph
-capture times every candidate on the call's own x and W (triton.testing.do_bench, L2
-flushed before each run, median) and caches the fastest in CONFIGS; later calls, including
-those being captured, reuse it. A key first met during capture cannot be timed (no sync
-allowed): it gets `default_config` (not cached, with a warning), so warm up first: the
-engine's GraphCache runs each graph's function twice before capturing it, and `warm_up`
-tunes a list of weights explicitly. The CPU (interpreter) always takes the default.
-TUNE_LOG keeps every timing for the bench. How to tune is the caller's `GemvTuning` (the
-engine passes its EngineOptions' gemv_* fields), part of the cache key:
+(launch.py), never through the launcher, so the imports run one way. On CUDA, the first call
+of a key outside CUDA-graph capture times every candidate on the call's own x and W
+(triton.testing.do_bench, L2 flushed before each run, median) and caches the fastest in
+CONFIGS; later calls, including those being captured, reuse it. A key first met during
+capture cannot be timed (no sync allowed): it gets `default_config` (not cached, with a
+warning), so warm up first: the engine's GraphCache runs each graph's function twice before
+capturing it, and `warm_up` tunes a list of weights explicitly. The CPU (interpreter) always
+takes the default. TUNE_LOG keeps every timing for the bench. How to tune is the caller's
+`GemvTuning` (the engine passes its EngineOptions' gemv_* fields), part of the cache key:
 - `tune=False`: no tuning, the default config (deterministic).
 - `graph`: each candidate (and cuBLAS) is timed as the decode graph runs it (`streamed`,
   CUDA-graph replays cycling copies of W past L2); False: do_bench, an L2 flush before each
