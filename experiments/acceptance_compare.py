@@ -10,8 +10,8 @@ var(tau_A - tau_B) = m / (m - 1) * sum_i (e_Ai - e_Bi)^2. The pairing removes wh
 prompts share (a prompt that loops is easy for both pairs), which the two runs'
 unpaired standard errors count twice. Also each run's mean output repetition, and with
 --strata the same per stratum of output repetition (loops are easy to draft, and two
-targets loop at different rates: H200 2026-11-29g). Prints the
-markdown table; with --out F writes it to F and a forest plot of the differences to F's
+targets can loop at different rates, which the unstratified difference mixes in). Prints
+the markdown table; with --out F writes it to F and a forest plot of the differences to F's
 .png sibling.
 """
 

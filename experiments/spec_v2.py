@@ -59,7 +59,7 @@ def hardware(name: str) -> dict:
 
 def host_plan_ms(row: dict) -> float:
     """The host's plan + launch per step: with the decode launch alone when the row has it
-    (serve-bench after the per-kind split), since the simulator's host term is per round
+    (serve-bench rows with decode_launch_ms), because the simulator's host term is per round
     and a prefill's (eager, host-bound) launch is not host time it can hide: it is the
     prefill step's own launch instead (engine.prefill_launch_s, from prefill_launch_ms)."""
     return row["plan_ms_per_step"] + row.get("decode_launch_ms", row["launch_ms_per_step"])
