@@ -15,7 +15,7 @@ in tokens/s over plain decoding in the same run and the draft time per round (bo
 meaningful on the GPU only: block drafters are flat in B, chain drafters grow with it).
 Requests are decoded `batch_size` at a time (64 by default), so the speedup is at that
 batch whatever `num_prompts` is (a whole 1024-prompt split in one batch is the
-compute-bound regime: H200 2026-11-29g, 0.99x where batch 256 gave 1.50x).
+compute-bound regime, where speculation stops paying).
 Drafters are folders under `artifacts` (the recipe's dflash-b16 / dflash-b8, or
 ablations/<name> from toy/ablations.py), loaded by
 `toy.variants.load_variant`. Writes results.csv, curves.csv, requests.csv,
@@ -130,9 +130,9 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
         for temp in cfg.temperatures:
             kw = dict(max_new_tokens=cfg.max_new_tokens, temperature=temp, seed=cfg.seed,
                       stop_token_ids=(tok.token_to_id(EOT),))
-            # Plain decoding warms up with a whole run the first time at this T (a 4-token
-            # warm-up left every batch size's compile in the timed run: H200 2026-11-29e,
-            # 15.8k tok/s at T = 0 against 60.6k at T = 1).
+            # Plain decoding warms up with a whole run the first time at this T: a short
+            # warm-up would leave the compile of every batch size that finishing requests
+            # leave in the timed run.
             short = {"max_new_tokens": 4} if ("plain", temp) in warmed else {}
             warmed.add(("plain", temp))
             if cfg.warm_up:
@@ -143,9 +143,8 @@ def measure(cfg: AcceptanceConfig) -> tuple[list[dict], list[dict], list[dict]]:
                     proposer = load_variant(root / name, target, block_size=block)
                     # Warm-up (graph capture, compilation) kept out of the timed run: a whole
                     # run the first time a kind of proposer meets this B and T (every batch
-                    # size that finishing requests leave compiles its kernels; H200
-                    # 2026-11-29e: 6.3 ms a round after a short warm-up against 0.5), else
-                    # a short one for this proposer's own graphs.
+                    # size that finishing requests leave compiles its kernels), else a short
+                    # one for this proposer's own graphs.
                     kind = (type(proposer).__name__, proposer.block_size, temp)
                     short = {"max_new_tokens": 2 * proposer.block_size} if kind in warmed else {}
                     warmed.add(kind)

@@ -12,7 +12,7 @@ unpaired standard errors count twice. tau is the mean commit length per round, p
 rounds. Also each run's mean output repetition; the same per stratum of output repetition
 (fraction of 4-grams repeating an earlier 4-gram of the output, the larger of A's and B's;
 --strata cuts, by default the headline's low-repetition threshold 0.3: loops are easy to
-draft, and two targets loop at different rates, H200 2026-11-29g); and per window of the
+draft, and two targets can loop at different rates); and per window of the
 output position where a round starts ([0, 64), [64, 256)), when both runs' requests.csv
 have it. Prints the markdown table; with --out F writes it to F and a forest plot of the
 differences to F's .png sibling.

@@ -3,17 +3,17 @@ drafter's training forward (fp32) at its own and the other block size.
 
     python -m experiments.block_size_probe --artifacts experiments/zoo --out D [--prompts 96]
 
-On the toy (benchmarks/h200-2026-11-29d) the B = 16 drafter tested at B = 8 loses position 1
-(alpha_1 0.76 -> 0.26). One candidate cause: a query's softmax mass on the in-block mask
-keys, whose values are identical in the first layer, scales with their count (15 at B = 16,
-7 at B = 8). The probe tests it by adding log((B_train - 1) / (B_test - 1)) to every
-in-block mask key's attention logit, which gives the test block the training block's mask
-mass. If the accuracy comes back, the mask count explains the collapse; if not, the drafter
-has learned its position from the block's extent. Each drafter is also read at every
-test B in {4, 8, 16}, each position k: D/block_size_probe.png draws the curves.
-Data: the target's greedy continuations of --prompts training prompts (gen_data, seed 5),
-anchors as in training (random_anchors, seed 0). Writes D/block_size_probe.md (and prints
-it) and D/block_size_probe.png.
+On the toy the B = 16 drafter tested at B = 8 loses most of its position-1 acceptance
+(alpha_1; the acceptance runs' READMEs under benchmarks/ hold the numbers). One candidate
+cause: a query's softmax mass on the in-block mask keys, whose values are identical in the
+first layer, scales with their count (15 at B = 16, 7 at B = 8). The probe tests it by
+adding log((B_train - 1) / (B_test - 1)) to every in-block mask key's attention logit, which
+gives the test block the training block's mask mass. If the accuracy comes back, the mask
+count explains the collapse; if not, the drafter has learned its position from the block's
+extent. Each drafter is also read at every test B in {4, 8, 16}, each position k:
+D/block_size_probe.png draws the curves. Data: the target's greedy continuations of
+--prompts training prompts (gen_data, seed 5), anchors as in training (random_anchors, seed
+0). Writes D/block_size_probe.md (and prints it) and D/block_size_probe.png.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ prefill step's GPU work cannot outrun, unless a calibration table measured the p
 itself, launch included), and acceptance from the
 oracle's geometric survival curve (`constant` alpha = s_1; for a trained drafter, alpha
 solved from the run's measured tau). The GPU side comes from --hardware (conf/hardware/) and
-the cost model named by --cost-model (simulator/costs.py COST_MODELS: `roofline`, or
+the cost model named by --cost-model (simulator/cost_models.py COST_MODELS: `roofline`, or
 `calibrated` with its table named by --calibration, whose device times it reads while the
 host times stay the measured ones: engine.host_from_calibration=false). Methods map as
 ar -> none, oracle and dflash -> dflash.
@@ -59,7 +59,7 @@ def hardware(name: str) -> dict:
 
 def host_plan_ms(row: dict) -> float:
     """The host's plan + launch per step: with the decode launch alone when the row has it
-    (serve-bench after the per-kind split), since the simulator's host term is per round
+    (serve-bench rows with decode_launch_ms), because the simulator's host term is per round
     and a prefill's (eager, host-bound) launch is not host time it can hide: it is the
     prefill step's own launch instead (engine.prefill_launch_s, from prefill_launch_ms)."""
     return row["plan_ms_per_step"] + row.get("decode_launch_ms", row["launch_ms_per_step"])
@@ -218,7 +218,7 @@ def plot(rows: list[dict], path: Path) -> Path:
 
 
 def main(argv=None) -> list[dict]:
-    from simulator.costs import COST_MODELS
+    from simulator.cost_models import COST_MODELS
 
     p = argparse.ArgumentParser(prog="python -m experiments.spec_v2",
                                 description=__doc__.splitlines()[0])

@@ -23,7 +23,9 @@ from common.stamps import stamp
 
 OPS = ("prepare_block", "accept_bonus", "kv_materialize", "paged_attention", "qk_norm_rope_write",
        "gemv")
-REFERENCE_COPY_TBPS = 4.30  # measured on this H200 before (shared/design/ARCHITECTURE.md)
+# An H200's device-to-device copy bandwidth (shared/design/ARCHITECTURE.md, measured ceilings):
+# the table prints this run's copy next to it, so a slow or shared GPU shows at a glance.
+REFERENCE_COPY_TBPS = 4.30
 
 
 def _checks(ops: list[str]) -> list[tuple]:

@@ -96,7 +96,7 @@ class Row:
     """One benchmark row: a kernel and (when it has one) its oracle on one shape.
 
     nbytes is the fewest bytes the kernel must move (each input read once, each output
-    written once); `target` states the issue's criterion for this row and `met` whether the
+    written once); `target` states the op's criterion for this row and `met` whether the
     measurement meets it (None: no target).
     """
 
@@ -120,7 +120,7 @@ class Row:
 
 def launch_bound_row(op: str, shape: str, dtype: str, kernel: Callable, oracle: Callable,
                      nbytes: int, floor: dict) -> Row:
-    """A row for a launch-bound op, with the issue's target for those.
+    """A row for a launch-bound op, with the target every launch-bound op shares.
 
     Target: >= 5x faster than the eager oracle, and within 2x of the empty launch (both
     under do_bench); the CUDA-graph and host-loop views are kept in `extra`.

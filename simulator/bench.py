@@ -1,6 +1,6 @@
 """Speed of the simulator: `python -m simulator.bench [--out FILE] [--repeat N]`.
 
-Scenarios (the issue's targets):
+Scenarios, each with its target:
 
 - `closed_c64`: one replica (Qwen3-8B, H200, DFlash B = 16, overlap), closed loop at
   concurrency 64, 256 output tokens per request, 20,000 requests. Target: >= 10,000

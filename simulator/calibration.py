@@ -56,10 +56,8 @@ def monotone_envelope(seconds: np.ndarray) -> np.ndarray:
     timing are one-sided: a cold start (clocks ramping, first compilation or autotuning) or a
     poor compiled variant of a shape makes a point slower than the hardware runs it, nothing
     makes it faster; so when a smaller workload reads slower than a larger one, the smaller
-    one is the wrong measurement and the larger workload's time is its best bound (H200,
-    qwen3-8b, 2026-11-29: the n = 1 target row, measured first, read up to 2.5x slower than
-    n = 4 at q = 16, where the validation engine ran n = 1 at n = 4's time). A monotone grid
-    is returned unchanged.
+    one is the wrong measurement and the larger workload's time is its best bound. A
+    monotone grid is returned unchanged.
     """
     a = np.asarray(seconds, dtype=np.float64)
     out = np.where(np.isfinite(a), a, np.inf)

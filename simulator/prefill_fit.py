@@ -8,18 +8,12 @@ cached ones is predicted as
 
 not by interpolating the (n, q) grid: the time is a function of the work, and the grid cells
 of equal work (n * q) lie on different rows and columns, so a multilinear interpolation
-between them misses the kink where the floor ends. H200, 2026-11-29 (ms, training cells):
-
-- qwen3-8b: 128 tokens 42.7; 512: 40.2 (1 x 512), 47.2 (4 x 128); then 2048: 75.7 / 71.2 /
-  72.7 (q = 2048 / 512 / 128), 8192: 289 / 273 / 260, 32768: 1148 / 1073. Flat near 40 ms up
-  to ~1000 tokens (launches and host of 36 eager layers), then ~33 us per token. At equal
-  tokens the longer prompt is slower, by the attention term: 2.8 ns per query-key pair
-  (589,824 flop per pair over 36 layers: ~210 TFLOP/s) on top of 31.6 us per token (~14
-  GFLOP of weight matmuls: ~440 TFLOP/s), a = 5.7 ms. The fit is within 2.5% of every
-  training cell above the floor; a line in tokens alone only within 6.2% (q = 2048 reads
-  high, q = 128 low; llama 6.4%). Held out: 2 x 512 (39.2 ms) +2.6%, 8 x 256 (70.0 ms)
-  +1.7% (a line in tokens alone: +4.1%); the interpolated grid read them 29% and 19% off.
-- llama-3.1-8b: floor 59.9 ms, 30.5 us per token, 3.1 ns per pair; within 1.4% above it.
+between them misses the kink where the floor ends. The shape of the data it fits: flat up
+to about a thousand tokens (the launches and host work of the eager layers), then linear in
+the tokens (weight matmuls) plus a term in query-key pairs (attention), which is why at
+equal tokens a longer prompt is slower and a line in tokens alone fits worse. The fitted
+coefficients and errors of each model are in the calibration documents
+(benchmarks/calibration/README.md says how they are made).
 
 The fit, on the table's cells only (held-out points are never seen): the cells are split
 by their token count into small (the floor) and large (the line), at the split that gives
@@ -29,10 +23,9 @@ a, b, c over the large cells (a term that would come out negative is dropped: ev
 coefficient >= 0, so the prediction never decreases in n, q or kv). The floor is the fastest
 small cell: a GPU timing errs one way only (a cold start or a slow variant reads slower,
 nothing reads faster; the reasoning of `monotone_envelope`), and the small cells disagree
-by up to 18% (47.2 vs 40.2 ms at 512 tokens; held out 39.2 ms at 1024). The switch is hard
-(a max): no cell lies between 512 and 2048 tokens to resolve a smoother kink. kv: the cells
-are measured at kv = 0; a chunk after cached context is charged its extra query-key pairs at
-the fitted c.
+among themselves by more than the line's error. The switch is hard (a max): no cell lies
+between 512 and 2048 tokens to resolve a smoother kink. kv: the cells are measured at
+kv = 0; a chunk after cached context is charged its extra query-key pairs at the fitted c.
 """
 
 from __future__ import annotations

@@ -13,20 +13,18 @@ stays under a machine's time limit; rerun it to continue. `--parallel` trains ev
 ablation at the same time, one process each (small drafters leave an H200 mostly idle).
 600 steps planned, 3 minutes each, 128 sequences a step (the recipe's drafters' batch: a
 step's time hardly depends on it). Sharing the GPU, a run's step time follows its kernel
-count (`python -m toy.step_cost`: aten ops of one forward and backward, the same
-at any shape): the block drafters (421-514 ops) reached 425-491 steps (H200, 2026-11-29c),
-the full EAGLE chain (B-1 = 15 sequential layer passes, 3577 ops then, 3001 now) 55. So
-the eagle run trains a 2-step chain (chain_depth 2: the context pass's step 0 and one step
-on its own feature, 466 ops; bf16 556 against DFlash's 624) and drafts the full block as
-before: equal steps, a shorter training-time test (depth 3: 661 ops, 1.3x a DFlash step).
+count (`python -m toy.step_cost`: aten ops of one forward and backward, the same at any
+shape). The full EAGLE chain (B-1 = 15 sequential layer passes) has several times a block
+drafter's ops and would fit only a fraction of its steps, so the eagle run trains a 2-step
+chain (chain_depth 2: the context pass's step 0 and one step on its own feature, about a
+DFlash step's ops) and drafts the full block: equal steps, a shorter training-time test.
 Its metrics' acc covers the trained positions 1..2 only. Each stage.json records
-steps_done to confirm the steps. At 3 minutes (2026-11-29d: 406-491 steps at 128 sequences)
-the block drafters' tau spread only 1.7-2.2, where the main B = 16 drafter needed thousands
-of steps to reach 4.8; `--minutes 8 --only full --only no-features --only fusion --only
-uniform` trains the four that decide tables 9, 10 and 13 longer (their own stage keys;
-2026-11-29e: 3,900-5,900 steps, tau 4.94 / 3.79 / 5.95 / 4.72). `--layers N` trains at
-another depth into ablations/<name>-l<N> (the paper's 5: full 5.95, fusion 6.06), `--block
-B` at another block size (-b<B>; the paper's table 9 is at B = 8).
+steps_done to confirm the steps. Three minutes separate the ablations only weakly (the main
+B = 16 drafter needs thousands of steps to reach its tau); `--minutes 8 --only full --only
+no-features --only fusion --only uniform` trains the four that decide tables 9, 10 and 13
+longer (their own stage keys). `--layers N` trains at another depth into
+ablations/<name>-l<N> (the paper's 5), `--block B` at another block size (-b<B>; the
+paper's table 9 is at B = 8).
 Evaluate them with `python -m experiments.acceptance study=ablations`.
 """
 

@@ -12,19 +12,14 @@ a drafter needs the data, not the other drafter); `--budget-minutes M` starts on
 stages that fit in M minutes (rerun to continue); `--parallel` trains the drafters at the
 same time, one process each (a small model leaves most of an H200 idle).
 On an H200 the target, the data generation and the drafters run on wall-time budgets (4, 3.5
-and 8 minutes; their metrics say how many steps or sequences fitted). Measured there on
-2026-11-29 (benchmarks/h200-2026-11-29c and -29d): tokenizer 2 s, target 1200 steps 68 s
-(validation loss 2.28 at best, early stopping), 60,000 continuations 121 s, the two drafters
-in parallel at 128 sequences a step 4,628 (B = 16, 8 minutes) and 6,000 (B = 8, its step
-cap, 7.5 minutes) steps: held-out tau 4.77 and 4.81 at T = 0 (at 32 sequences a step and 3
-minutes: 2.59 and 3.12; a step costs its kernel count, not its batch, see
-toy/step_cost.py). About 13 minutes in all, the drafters in a call of their own
-(`--stage` or `--budget-minutes`).
+and 8 minutes; their metrics say how many steps or sequences fitted), about 13 minutes in
+all, the drafters in a call of their own (`--stage` or `--budget-minutes`). The drafters
+train at 128 sequences a step: a step costs its kernel count, not its batch
+(toy/step_cost.py), so a larger batch buys acceptance at little time.
 `--size base` (29.4M target) trains its target at dropout 0.3 unless `--target-dropout P`
-says otherwise: on 2026-11-29h (benchmarks/h200-2026-11-29h) dropout 0 / 0.1 / 0.2 / 0.3
-reached validation loss 2.389 / 2.228 / 2.162 / 2.071 (the small target: 2.278), target
-107 s, data 155 s, drafters 8 minutes in parallel; on 1024 paired held-out test prompts at
-T = 0 the base pair's tau is 5.34 / 5.39 (B = 16 / 8) against the small pair's 4.49 / 4.58.
+says otherwise (TARGET_DROPOUT: without dropout the base target memorizes the train split).
+Each stage's timings, losses and held-out tau are in its stage.json; the H200 runs'
+READMEs under benchmarks/ collect them.
 `--micro` is the CPU scale the tests run.
 """
 
@@ -82,7 +77,7 @@ class Recipe:
         return self.drafters[STAGES.index(stage) - STAGES.index("dflash-b16")]
 
 
-TARGET_DROPOUT = {"base": 0.3}  # by size: the lowest validation loss of 2026-11-29h's sweep
+TARGET_DROPOUT = {"base": 0.3}  # by size: the lowest validation loss of a 0-0.3 sweep
 
 MICRO = Recipe(size="micro", vocab=512, max_files=40, target_steps=30, target_minutes=None,
                num_prompts=12, prompt_len=(8, 24), max_new=40, gen_batch=6, data_minutes=None,

@@ -24,7 +24,7 @@ def fit(doc: dict) -> dict:
     time exceeds the median of that ratio over the method's fitted runs by more than
     HOST_FIT_EXCESS is left out of the fit (listed in `excluded_n`): it ran in a slower
     device state than the (monotone) tables describe, and that excess is device time, not
-    host (H200 2026-11-29: n = 1 at 1.12 and 2.4 against ~1.04, both models)."""
+    host."""
     built = build_tables(doc)
     buckets = doc["engine"]["buckets"]
     fit_n = set(doc["grid"]["host_n"])

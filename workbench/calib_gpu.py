@@ -111,11 +111,10 @@ class Bench:
         descending, so the GPU is busy before timing starts and each compiled specialization
         is first traced at its largest x, as in `validate run` (whose first call uses the
         largest block). torch.compile(dynamic=True) gives size-1 dimensions graphs of their
-        own (n = 1, q = 1), each traced at the first shape it meets. H200 2026-11-29,
-        qwen3-8b, ascending grid: the n = 1 row read slower than n = 4 (q = 16: 18 vs 7 ms)
-        and so did `generate` at n = 1 in the same process (22 ms per B = 16 DFlash round),
-        where the `validate run` process ran that round in ~9 ms. Stops when the budget runs
-        out (a warm-up loses no point, so nothing is counted as skipped)."""
+        own (n = 1, q = 1), each traced at the first shape it meets; without this warm-up the
+        first rows timed (n = 1) read slower than larger ones, on a cold GPU and with
+        specializations traced at a small x. Stops when the budget runs out
+        (a warm-up loses no point, so nothing is counted as skipped)."""
         a0, a1, a2 = axes.values()
         y = min(a2)
         for n in a0:

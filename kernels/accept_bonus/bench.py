@@ -20,7 +20,7 @@ BATCHES, BLOCKS = (1, 64, 512), (8, 16)
 
 
 def run(floor: dict) -> list[Row]:
-    """One row per (bs, B) of the issue's grid."""
+    """One row per (bs, B) of the grid above."""
     rows = []
     for bs in BATCHES:
         for block in BLOCKS:

@@ -1,1 +1,2 @@
-"""`gemv`: Triton kernel (kernel.py, tuned by tune.py), oracle (ref.py), benchmark (bench.py)."""
+"""`gemv`: the public launcher (kernel.py) over shared.py, split_k.py, launch.py and the
+tuner (tune.py, tuning.py); oracle (ref.py), benchmark (bench.py)."""

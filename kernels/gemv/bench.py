@@ -1,18 +1,18 @@
 """Benchmark of `gemv` against cuBLAS on Qwen3-8B's decode projections (bf16).
 
-    python -m kernels.gemv.bench   # this op alone; `python -m kernels.bench --ops gemv`
+    python -m kernels.bench --ops gemv
 
 Shapes (N, K): wqkv 6144x4096, wo 4096x4096, gate_up 24576x4096, down 4096x12288; rows
 M in {1 (AR decode), 4, 16 (a bs-1 verify block)}. Each row: the tuned kernel (tune.tune on
 these weights; the config is in the shape) against `torch.matmul(x, w.t())` (cuBLAS, the
 `oracle` columns here), both as CUDA-graph replays (graph_us: the decode loop runs in
 graphs) cycling through enough copies of W (>= 3x the 50 MB L2) that every call streams
-from HBM, as a decode step does. Bytes: W once, x, y. The bs-1 profile
-(benchmarks/h200-2026-11-29) had cuBLAS at 3.2 (wqkv), 3.1 (wo + splitK reduce), 4.19
-(gate_up), 3.7 (down + reduce) TB/s; the target is the kernel faster than cuBLAS, at about
-4.1 TB/s. `extra` keeps TB/s of both, do_bench (L2 flushed) views and the tuning table.
-The tuning times split-K configs (kernel.py, split_k.py) at the narrow shapes wqkv, wo and
-down (tune.split_candidates); a split winner shows "skS" in its config.
+from HBM, as a decode step does. Bytes: W once, x, y. The target is the kernel faster
+than cuBLAS, near the HBM copy bandwidth (about 4.1 TB/s on an H200; the measured rows are
+in the H200 runs' READMEs under benchmarks/). `extra` keeps TB/s of both, do_bench (L2
+flushed) views and the tuning table. The tuning also times split-K configs (split_k.py) at
+the narrow shapes wqkv, wo and down (tune.split_candidates); a split winner shows "skS" in
+its config.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from __future__ import annotations
 import torch
 
 from kernels.gemv import tune
-from kernels.gemv.kernel import GemvConfig, gemv
+from kernels.gemv.kernel import gemv
 from kernels.gemv.ref import gemv_ref
+from kernels.gemv.shared import GemvConfig, default_config
 from kernels.timing import Row, bench_us
 
 SHAPES = {"wqkv": (6144, 4096), "wo": (4096, 4096), "gate_up": (24576, 4096),
@@ -47,7 +48,7 @@ def check(dev: str = DEVICE, m: int = 7, n: int = 1000, k: int = 777) -> tuple:
     g = torch.Generator(device=dev).manual_seed(1)
     x = torch.randn(m, k, device=dev, generator=g).to(DTYPE)
     w = torch.randn(n, k, device=dev, generator=g).to(DTYPE)
-    configs = (tune.default_config(m, n, k), tune.DOT_CANDIDATES[0], tune.FMA_CANDIDATES[2],
+    configs = (default_config(m, n, k), tune.DOT_CANDIDATES[0], tune.FMA_CANDIDATES[2],
                GemvConfig(32, 128, 4, 3, True, 3), GemvConfig(16, 256, 4, 3, False, 2))
     parts = [_close(gemv(x, w, config=c), x.float() @ w.float().t(), x @ w.t()) for c in configs]
     parts.append(_close(gemv(x, w), x.float() @ w.float().t(), gemv_ref(x, w)))
@@ -84,8 +85,3 @@ def run() -> list[Row]:
         torch.cuda.empty_cache()
     return rows
 
-
-if __name__ == "__main__":
-    from kernels.bench import main
-
-    raise SystemExit(main(["--ops", "gemv"]))

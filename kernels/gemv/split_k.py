@@ -10,15 +10,15 @@ SPLIT_K times as many programs stream W. Program (tile, s) covers
 
 (a multiple of BLOCK_K, so every chunk start is aligned; the last slices are ragged or empty
 when K is not a multiple of SPLIT_K * BLOCK_K: masked loads, an empty slice adds zeros). It
-accumulates its slice in fp32 with kernel.py's `accumulate` (the dot or fma loop that
-`_gemv_kernel` runs over all of K), stores the partial into the fp32 workspace (SPLIT_K, M,
-N), then bumps the tile's int32 counter with an acq_rel atomic (after a barrier: every
-thread's partial stores precede the release). The program that reads SPLIT_K - 1 (the last
-one of the tile to finish) loads the SPLIT_K partials (.cg: from L2, where the other SMs'
-stores are), sums them in the fixed order s = 0, 1, ... (so y is bitwise deterministic,
-whichever program came last), stores y in its dtype and puts the counter back to 0: the next
-launch, or a CUDA-graph replay, starts clean without a host reset. No extra launch, no host
-sync: CUDA-graph capturable.
+accumulates its slice in fp32 with shared.py's `accumulate` (the dot or fma loop that the
+unsplit kernel, launch.py, runs over all of K), stores the partial into the fp32 workspace
+(SPLIT_K, M, N), then bumps the tile's int32 counter with an acq_rel atomic (after a
+barrier: every thread's partial stores precede the release). The program that reads
+SPLIT_K - 1 (the last one of the tile to finish) loads the SPLIT_K partials (.cg: from L2,
+where the other SMs' stores are), sums them in the fixed order s = 0, 1, ... (so y is
+bitwise deterministic, whichever program came last), stores y in its dtype and puts the
+counter back to 0: the next launch, or a CUDA-graph replay, starts clean without a host
+reset. No extra launch, no host sync: CUDA-graph capturable.
 
 Workspace and counters are cached per (device, size bucket) (`buffer`): allocated once
 (counters zeroed), never freed (captured graphs bake their addresses in) and shared by every
@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.gemv.kernel import GemvConfig, accumulate
+from kernels.gemv.shared import GemvConfig, accumulate
 
 _BUFFERS: dict[tuple[str, torch.device, int], torch.Tensor] = {}
 
@@ -106,7 +106,7 @@ def gemv_split_k(x2: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: Gem
     """Launch the split-K kernel: x2 (M, K) @ w (N, K)^T -> y (M, N), M, N, K >= 1.
 
     `config` is a GemvConfig with split_k >= 1 (checked by the caller), `pad` the rows of x per
-    program (kernel.m_pad), `ieee` the fp32-dot switch of kernel.py.
+    program (shared.m_pad), `ieee` the fp32-dot switch of launch.py.
     """
     m, k = x2.shape
     n = w.shape[0]

@@ -1,14 +1,15 @@
 """One-time tuning of `gemv`'s launch config per (N, K, M bucket, dtype, device).
 
-`config_for` is what the launcher asks. On CUDA, the first call of a key outside CUDA-graph
-capture times every candidate on the call's own x and W (triton.testing.do_bench, L2
-flushed before each run, median) and caches the fastest in CONFIGS; later calls, including
-those being captured, reuse it. A key first met during capture cannot be timed (no sync
-allowed): it gets `default_config` (not cached, with a warning), so warm up first: the
-engine's GraphCache runs each graph's function twice before capturing it, and `warm_up`
-tunes a list of weights explicitly. The CPU (interpreter) always takes the default.
-TUNE_LOG keeps every timing for the bench. How to tune is the caller's `GemvTuning` (the
-engine passes its EngineOptions' gemv_* fields), part of the cache key:
+`config_for` is what the launcher (kernel.py) asks; candidates run through `launch`
+(launch.py), never through the launcher, so the imports run one way. On CUDA, the first call
+of a key outside CUDA-graph capture times every candidate on the call's own x and W
+(triton.testing.do_bench, L2 flushed before each run, median) and caches the fastest in
+CONFIGS; later calls, including those being captured, reuse it. A key first met during
+capture cannot be timed (no sync allowed): it gets `default_config` (not cached, with a
+warning), so warm up first: the engine's GraphCache runs each graph's function twice before
+capturing it, and `warm_up` tunes a list of weights explicitly. The CPU (interpreter) always
+takes the default. TUNE_LOG keeps every timing for the bench. How to tune is the caller's
+`GemvTuning` (the engine passes its EngineOptions' gemv_* fields), part of the cache key:
 - `tune=False`: no tuning, the default config (deterministic).
 - `graph`: each candidate (and cuBLAS) is timed as the decode graph runs it (`streamed`,
   CUDA-graph replays cycling copies of W past L2); False: do_bench, an L2 flush before each
@@ -17,8 +18,10 @@ engine passes its EngineOptions' gemv_* fields), part of the cache key:
   beats every candidate the key caches None and the launcher calls cuBLAS instead. False
   keeps the Triton kernel whatever the timings.
 Candidates (`candidates(m, n, k)`): the unsplit DOT_CANDIDATES, FMA_CANDIDATES at M <= 4, and
-at narrow N (o_proj, down_proj, wqkv) up to 11 split-K configs (`split_candidates`; each
-timed candidate costs ~25 ms of GPU time).
+at narrow N (o_proj, down_proj, wqkv) up to 11 split-K configs (`split_candidates`). Split-K
+candidates exist because narrow-N, long-K projections leave most SMs idle with one program
+per N tile walking all of K; each timed candidate costs ~25 ms of GPU time, so they are
+offered only where the unsplit grid is short of programs.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from collections.abc import Iterable
 import torch
 
 from common.buckets import cdiv, round_up
-from kernels.gemv.kernel import GemvConfig, default_config, gemv
+from kernels.gemv.launch import launch
+from kernels.gemv.shared import GemvConfig, default_config
 from kernels.gemv.tuning import DEFAULT_TUNING, GemvTuning
 
 L2_BYTES = 50 << 20  # an H200's L2 is 50 MB
@@ -135,12 +139,12 @@ def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20,
     best, best_us = default_config(m, n, k), float("inf")
     for cfg in candidates(m, n, k):
         try:
-            gemv(x, w, config=cfg, out=y)
+            launch(x, w, cfg, y)
             err = float((y.float() - want).abs().max())
             if not err <= 1e-2 * float(want.abs().max()) + 1e-2:  # a miscompile is no winner
                 times[str(cfg)] = float("nan")
                 continue
-            us = _time(lambda v, c=cfg: gemv(x, v, config=c, out=y), ws, rep_ms, graph)
+            us = _time(lambda v, c=cfg: launch(x, v, c, y), ws, rep_ms, graph)
         except Exception as err:  # noqa: BLE001 - out of shared memory, compile error
             times[str(cfg)] = float("nan")
             warnings.warn(f"gemv config {cfg} failed on ({m}, {n}, {k}): {err}", stacklevel=2)

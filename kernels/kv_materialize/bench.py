@@ -1,4 +1,4 @@
-"""Benchmark of `kv_materialize` on the Qwen3-8B DFlash drafter's shapes (issue 2).
+"""Benchmark of `kv_materialize` on the Qwen3-8B DFlash drafter's shapes.
 
     python -m kernels.bench --ops kv_materialize   # this op alone; without --ops: all
 

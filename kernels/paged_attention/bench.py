@@ -8,15 +8,15 @@ the kernel reads K/V in place. Bytes: each visible K/V row read once, q read, ou
 
 Short-context rule (`unsplit_max_width`): bs 1 decode, kv_len in {256, 512, 768, 1024}
 keys of a table of width 704 or 1024 (the engine bench's), as CUDA-graph replays: split-K (8
-splits + the merge launch, today) against unsplit (the rule on), kernel-only time.
+splits + the merge launch, the default) against unsplit (the rule on), kernel-only time.
 
 Fused merge (`fused_merge`): bs 1 decode, kv_len 256..4096 in tables of width 704 (8
 splits) and 32768 (64 splits, most of them empty at short contexts), as CUDA-graph replays:
 split programs that merge themselves against split-K + the merge launch.
 
 Split count: bs 1 decode, kv_len 512 and 768 in a table of width 832, 2 / 4 / 16 / 32
-forced splits against `num_splits`' 8 (the H200 profile of 2026-11-29d: attention 8.3 us +
-merge 4.0 us per layer, ~0.44 ms of a 4.9 ms batch-1 step).
+forced splits against `num_splits`' 8: at batch 1 the attention and its merge launch are a
+visible share of a decode step, so the split count is worth checking per context length.
 """
 
 from __future__ import annotations

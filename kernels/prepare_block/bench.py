@@ -1,4 +1,4 @@
-"""Benchmark of `prepare_block` against its oracle on the H200 (issue 2's shapes).
+"""Benchmark of `prepare_block` against its oracle on the engine's batch and block sizes.
 
     python -m kernels.bench --ops prepare_block   # this op alone; without --ops: all
 
@@ -20,7 +20,7 @@ BATCHES, BLOCKS = (1, 64, 512), (8, 16)
 
 
 def run(floor: dict) -> list[Row]:
-    """One row per (bs, B) of the issue's grid."""
+    """One row per (bs, B) of the grid above."""
     rows = []
     for bs in BATCHES:
         for block in BLOCKS:

@@ -5,8 +5,8 @@
 T tokens in {1 (AR decode), 16 (a DFlash verify block), 512 (a prefill)}, qkv (T, 6144) as
 the wqkv GEMM leaves it, distinct random pool slots. Each row: the kernel against the eager
 oracle (decoder_layer's op sequence), both as CUDA-graph replays (graph_us: the decode loop
-runs in graphs), plus the same sequence through torch.compile (what the engine runs today,
-Inductor's ~5 kernels) in `extra`. Bytes: qkv read, q written, K and V written, cos/sin and
+runs in graphs), plus the same sequence through torch.compile (what the engine runs with fused_qk
+off, Inductor's ~5 kernels) in `extra`. Bytes: qkv read, q written, K and V written, cos/sin and
 slots read. At T = 1 the op is launch bound: the number to beat is the compiled sequence's
 graph time (~5 launches), the floor is one launch. A (heads per program x warps) sweep at
 T = 1 and T = 512 goes to `extra` of those rows.

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kernels import gemv, gemv_ref
 from kernels.gemv import tune
-from kernels.gemv.kernel import GemvConfig, default_config
+from kernels.gemv.shared import GemvConfig, default_config
 from workbench.numerics import assert_close, assert_two_x
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

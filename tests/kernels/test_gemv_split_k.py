@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kernels import gemv
 from kernels.gemv import split_k, tune
-from kernels.gemv.kernel import GemvConfig
+from kernels.gemv.shared import GemvConfig
 from tests.kernels.test_gemv import DEVICE, _valid, check_against_oracle
 
 
