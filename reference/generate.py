@@ -66,7 +66,9 @@ def generate(target: Target, prompts: list[list[int]], *, proposer: Proposer | N
 
 def _stats(result, server: Server, n_prompts: int) -> dict:
     s = result.stats
-    decode_start = s["decode_start_s"] if s["decode_start_s"] is not None else s["wall_s"]
+    # decoding starts once the host has read the (last) prefill step, in both modes: in
+    # overlap mode the first round is launched before that, behind the prefill on the device
+    decode_start = s["prefilled_s"] if s["prefilled_s"] is not None else s["wall_s"]
     decode_s = max(s["wall_s"] - decode_start, 0.0)
     spans = [d for d in result.timeline.device_spans() if d["kind"] == "decode"]
     walls = [w for kind, _, w in server.step_walls if kind == "decode"]

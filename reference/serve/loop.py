@@ -140,7 +140,7 @@ class Server:
                                  f"the pool has {self.pool.num_slots - 1}")
         self.sched.done.clear()  # this run's requests only (after a warm-up or earlier run)
         self.max_lag = self.fenced_plans = 0
-        self.last_done = self.decode_start_s = None
+        self.last_done = self.prefilled_s = None
         self.step_walls: list[tuple[str, int, float]] = []  # (kind, bs, s since last process)
         self.timeline = Timeline(self.device)
         self._last_process_s, self._rows_cache = 0.0, None
@@ -246,8 +246,6 @@ class Server:
 
             self.engine.round(DecodeBatch(verified_id, prefix_lens, rows, valid,
                                           len(plan.rows)), clock, publish)
-            if self.decode_start_s is None:
-                self.decode_start_s = self._wall()
         else:
             final = to_device(plan.final, dev)
 
@@ -276,6 +274,8 @@ class Server:
                 workload.on_finish(lv.req, self._now(steps))
         now = self._wall()
         kind = "decode" if isinstance(step.plan, DecodePlan) else "prefill"
+        if kind == "prefill":
+            self.prefilled_s = now
         self.step_walls.append((kind, len(rows), now - self._last_process_s))
         self._last_process_s = now
 
@@ -314,7 +314,7 @@ class Server:
             "discarded_rows": sum(lv.discarded for lv in lives),
             "max_lag": self.max_lag if self.cfg.check else None,
             "fenced_plans": self.fenced_plans,
-            "decode_start_s": self.decode_start_s,
+            "prefilled_s": self.prefilled_s,
             **self.timeline.summary(),
             **(self.proposer.stats() if self.proposer is not None else {}),
         }
