@@ -1,1 +1,0 @@
-"""`gemv`: Triton kernel (kernel.py, tuned by tune.py), oracle (ref.py), benchmark (bench.py)."""
