@@ -22,6 +22,9 @@ safe (shared/research/sglang-dflash.md 5), per step on the device:
 - copy stream: wait the publish fence; copy (commit_len, tokens) to pinned host memory;
   record copy-done, on which the host waits when it processes the step.
 
+In sync mode nothing overlaps: planning, the step and the read of its results all run on
+the forward stream, and the host reads each step's results straight from the device.
+
 The host's committed lengths lag the device's by one round, hence the planning (host + B)
 and reservation (host + 2B) bounds in reference/serve/scheduler.py; a request seen finishing
 in step k-1 has already been launched in step k, whose output for it is discarded. On the
@@ -104,8 +107,8 @@ class Server:
         self.engine = Engine(target, proposer, rt, config.sampling, config.seed)
         self.streams = Streams(self.device, side_streams=config.mode == "overlap")
         self.relay = FutureMap(self.pool.req_to_token.shape[0], self.device)
-        self.copies = ResultCopy(self.streams, self.device, bucket(config.max_running),
-                                 1 + self.block)
+        self.copies = (ResultCopy(self.streams, self.device, bucket(config.max_running),
+                                  1 + self.block) if config.mode == "overlap" else None)
         self.sched = Scheduler(self.pool, self.block, max_running=config.max_running,
                                prefill_budget=config.prefill_budget,
                                stop_token_ids=config.stop_token_ids)
