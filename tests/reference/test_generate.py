@@ -155,3 +155,30 @@ def test_generate_queues_what_the_pool_cannot_hold_at_once(target):
             generate(target, [[1] * 45], max_new_tokens=4)
     finally:
         target.runtime = None
+
+
+@given(lens=st.lists(st.integers(1, 10), min_size=1, max_size=5), max_new=st.integers(1, 24),
+       stop_picks=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 23)), max_size=3),
+       block=st.integers(2, 8), lookahead=st.booleans(), seed=st.integers(0, 2**16))
+def test_stop_and_max_tokens_cut_where_a_plain_loop_cuts(target, lens, max_new, stop_picks,
+                                                          block, lookahead, seed):
+    """Expected outputs come from the uncut stream by a plain loop: keep tokens up to and
+    including the first stop id, at most max_new_tokens. The oracle commits whole blocks
+    (no corruption), so a stop id lands inside an accepted block."""
+    note(f"{lens=} {max_new=} {stop_picks=} {block=} {lookahead=} {seed=}")
+    prompts = _prompts(lens, target.config.vocab_size, seed)
+    uncut = generate(target, prompts, max_new_tokens=max_new).tokens
+    stop = {uncut[i % len(prompts)][min(k, len(uncut[i % len(prompts)]) - 1)]
+            for i, k in stop_picks}
+    want = []
+    for stream in uncut:
+        out = []
+        for tok in stream[:max_new]:
+            out.append(tok)
+            if tok in stop:
+                break
+        want.append(out)
+    for proposer in (None, OracleProposer(uncut, block)):
+        got = generate(target, prompts, proposer=proposer, max_new_tokens=max_new,
+                       stop_token_ids=tuple(stop), lookahead=lookahead)
+        assert got.tokens == want

@@ -20,9 +20,13 @@ def _prompts(lens, vocab, seed=0):
 @settings(max_examples=10)
 @given(lens=st.lists(st.integers(1, 10), min_size=1, max_size=6), max_new=st.integers(1, 24),
        mode=st.sampled_from(["isd", "linearspec"]), size=st.integers(2, 6),
-       stop_at=st.none() | st.integers(0, 23), seed=st.integers(0, 2**16))
-def test_selfspec_greedy_equals_plain_greedy(target, lens, max_new, mode, size, stop_at, seed):
-    note(f"{lens=} {max_new=} {mode=} {size=} {stop_at=} {seed=}")
+       stop_at=st.none() | st.integers(0, 23), lookahead=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_selfspec_greedy_equals_plain_greedy(target, lens, max_new, mode, size, stop_at,
+                                             lookahead, seed):
+    """Sync and overlap (lookahead) alike: the mode's per-row state advances on the device,
+    whatever the host has read."""
+    note(f"{lens=} {max_new=} {mode=} {size=} {stop_at=} {lookahead=} {seed=}")
     vocab = target.config.vocab_size
     prompts = _prompts(lens, vocab, seed)
     stop = ()
@@ -32,7 +36,8 @@ def test_selfspec_greedy_equals_plain_greedy(target, lens, max_new, mode, size, 
     plain = generate(target, prompts, max_new_tokens=max_new, stop_token_ids=stop)
     m = ISD(size, vocab - 1) if mode == "isd" else LinearSpec(vocab - 1, ((2, size + 2),
                                                                           (64, size)))
-    spec = generate(target, prompts, proposer=m, max_new_tokens=max_new, stop_token_ids=stop)
+    spec = generate(target, prompts, proposer=m, max_new_tokens=max_new, stop_token_ids=stop,
+                    lookahead=lookahead, check=True)
     assert spec.tokens == plain.tokens
     pool = target.runtime.pool
     pool.check()
