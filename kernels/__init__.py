@@ -15,32 +15,9 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import pkgutil
 
 import torch
-
-from kernels.accept_bonus.ref import AcceptResult, accept_bonus_ref
-from kernels.gemv.ref import gemv_ref
-from kernels.kv_materialize.ref import kv_materialize_ref
-from kernels.paged_attention.ref import paged_attention_ref
-from kernels.prepare_block.ref import prepare_block_ref
-from kernels.qk_norm_rope_write.ref import qk_norm_rope_write_ref
-
-__all__ = [
-    "AcceptResult",
-    "accept_bonus",
-    "accept_bonus_ref",
-    "gemv",
-    "gemv_ref",
-    "kv_materialize",
-    "kv_materialize_ref",
-    "paged_attention",
-    "paged_attention_ref",
-    "prepare_block",
-    "prepare_block_ref",
-    "qk_norm_rope_write",
-    "qk_norm_rope_write_ref",
-    "triton_available",
-]
 
 
 @functools.cache
@@ -82,10 +59,16 @@ def _lazy(op: str):
     return call
 
 
-# Bound after the oracle imports above, which set `kernels.<op>` to the subpackage.
-prepare_block = _lazy("prepare_block")
-accept_bonus = _lazy("accept_bonus")
-kv_materialize = _lazy("kv_materialize")
-paged_attention = _lazy("paged_attention")
-qk_norm_rope_write = _lazy("qk_norm_rope_write")
-gemv = _lazy("gemv")
+# Every subpackage is an op: kernels/<op>/ holds kernel.py, ref.py (with `<op>_ref`, and
+# `__all__` for anything else it exports) and bench.py (`check`, `CHECKS`, `BENCH_CHECK`,
+# `run`), so a new kernel is its folder and its test. The launcher is bound after the
+# oracle's import, which sets `kernels.<op>` to the subpackage.
+OPS = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg))
+__all__ = ["OPS", "triton_available"]
+for _op in OPS:
+    _ref = importlib.import_module(f"kernels.{_op}.ref")
+    for _name in getattr(_ref, "__all__", [f"{_op}_ref"]):
+        globals()[_name] = getattr(_ref, _name)
+        __all__.append(_name)
+    globals()[_op] = _lazy(_op)
+    __all__.append(_op)

@@ -20,29 +20,30 @@ import sys
 import torch
 
 from common.stamps import stamp
+from kernels import OPS
 
-OPS = ("prepare_block", "accept_bonus", "kv_materialize", "paged_attention", "qk_norm_rope_write",
-       "gemv")
 # An H200's device-to-device copy bandwidth (shared/design/ARCHITECTURE.md, measured ceilings):
 # the table prints this run's copy next to it, so a slow or shared GPU shows at a glance.
 REFERENCE_COPY_TBPS = 4.30
 
 
-def _checks(ops: list[str]) -> list[tuple]:
-    """kernels.check on one irregular shape per op, on CUDA."""
-    from kernels import check
+@dataclasses.dataclass
+class BenchContext:
+    """What an op's `run` may use: this run's launch floor (kernels.timing.launch_floor) and
+    copy bandwidth (B/s), and `extras`, where a run leaves tables beside its rows."""
 
-    cases = dict(
-        prepare_block=lambda: check.check_prepare_block("cuda", 37, 13, 50, 300),
-        accept_bonus=lambda: check.check_accept_bonus("cuda", 37, 13),
-        kv_materialize=lambda: check.check_kv_materialize(
-            "cuda", torch.bfloat16, 39, 5, 8, 128, 96, 13),
-        paged_attention=lambda: check.check_paged_attention("cuda", torch.bfloat16, 5, 16, 300, 64),
-        qk_norm_rope_write=lambda: importlib.import_module(
-            "kernels.qk_norm_rope_write.bench").check("cuda"),
-        gemv=lambda: importlib.import_module("kernels.gemv.bench").check("cuda"),
-    )
-    return [cases[op]() for op in ops]
+    floor: dict
+    copy_bw: float
+    extras: dict = dataclasses.field(default_factory=dict)
+
+
+def _bench(op: str):
+    return importlib.import_module(f"kernels.{op}.bench")
+
+
+def _checks(ops: list[str]) -> list[tuple]:
+    """Each op's check on its BENCH_CHECK shape, on CUDA."""
+    return [_bench(op).check("cuda", *_bench(op).BENCH_CHECK) for op in ops]
 
 
 def _row_dict(row, copy_bw: float) -> dict:
@@ -102,10 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("kernels.bench needs a CUDA GPU; use `python -m kernels.check` on the CPU")
         return 2
-    from kernels.accept_bonus import bench as accept_bench
-    from kernels.kv_materialize import bench as kv_bench
-    from kernels.paged_attention import bench as attention_bench
-    from kernels.prepare_block import bench as prepare_bench
     from kernels.timing import copy_bandwidth, launch_floor
 
     checks = _checks(ops)
@@ -114,20 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     if not all(c[-1] for c in checks):
         return 1
     copy_bw, floor = copy_bandwidth(), launch_floor()
-    rows, sweep = [], []
-    if "prepare_block" in ops:
-        rows += prepare_bench.run(floor)
-    if "accept_bonus" in ops:
-        rows += accept_bench.run(floor)
-    if "kv_materialize" in ops:
-        kv_rows, sweep = kv_bench.run(copy_bw)
-        rows += kv_rows
-    if "paged_attention" in ops:
-        rows += attention_bench.run()
-    if "qk_norm_rope_write" in ops:
-        rows += importlib.import_module("kernels.qk_norm_rope_write.bench").run()
-    if "gemv" in ops:
-        rows += importlib.import_module("kernels.gemv.bench").run()
+    ctx = BenchContext(floor, copy_bw)
+    rows = [row for op in ops for row in _bench(op).run(ctx)]
+    sweep = ctx.extras.get("kv_sweep", [])
     _print(rows, floor, sweep, copy_bw)
     record = stamp(
         copy_bw_tbps=copy_bw / 1e12,

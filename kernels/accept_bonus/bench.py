@@ -13,14 +13,35 @@ import torch
 
 from kernels.accept_bonus.kernel import accept_bonus
 from kernels.accept_bonus.ref import accept_bonus_ref
+from kernels.compare import exact, merge
 from kernels.timing import Row, launch_bound_row
 
 DEVICE = "cuda"
 BATCHES, BLOCKS = (1, 64, 512), (8, 16)
 
 
-def run(floor: dict) -> list[Row]:
-    """One row per (bs, B) of the grid above."""
+# kernels.check's cases (on the CPU: the interpreter)
+CHECKS = ((9, 7), (3, 16), (1, 1), (20, 32))
+BENCH_CHECK = (37, 13)  # kernels.bench's check on CUDA before timing
+
+
+def check(dev: str, bs: int, block: int) -> tuple:
+
+    g = torch.Generator().manual_seed(bs * 1000 + block)
+    top1 = torch.randint(0, 3, (bs, block), generator=g)
+    cand = torch.randint(0, 3, (bs, block), generator=g)
+    agree = torch.rand(bs, block - 1, generator=g) < 0.8
+    cand[:, 1:] = torch.where(agree, top1[:, :-1], cand[:, 1:])
+    args = tuple(a.to(dev) for a in (cand, top1, torch.randint(0, 4096, (bs,), generator=g)))
+    got, want = accept_bonus(*args), accept_bonus_ref(*args)
+    return merge("accept_bonus", f"bs={bs} B={block}", "int32/64",
+                  [exact(a, b) for a, b in zip(got, want)])
+
+
+def run(ctx) -> list[Row]:
+    """One row per (bs, B) of the grid above.
+    ctx: a kernels.bench.BenchContext (its launch floor is read)."""
+    floor = ctx.floor
     rows = []
     for bs in BATCHES:
         for block in BLOCKS:

@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import torch
 
+__all__ = ["AcceptResult", "accept_bonus_ref"]
+
 
 class AcceptResult(NamedTuple):
     """Result of one greedy verification, per request.

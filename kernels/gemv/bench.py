@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from kernels.compare import close, merge
 from kernels.gemv import tune
 from kernels.gemv.kernel import gemv
 from kernels.gemv.ref import gemv_ref
@@ -41,18 +42,21 @@ def weight(n: int, k: int, seed: int = 0, device: str = DEVICE) -> torch.Tensor:
     return (torch.randn(n, k, device=device, generator=g) / k**0.5).to(DTYPE)
 
 
-def check(dev: str = DEVICE, m: int = 7, n: int = 1000, k: int = 777) -> tuple:
-    """kernels.check-style tuple: one irregular shape against the oracle (2x rule, bf16)."""
-    from kernels.check import _close, _merge
+# kernels.check's cases (on the CPU: the interpreter)
+CHECKS = ((5, 100, 77),)
+BENCH_CHECK = (7, 1000, 777)  # kernels.bench's check on CUDA before timing
 
+
+def check(dev: str, m: int, n: int, k: int) -> tuple:
+    """kernels.check-style tuple: one irregular shape against the oracle (2x rule, bf16)."""
     g = torch.Generator(device=dev).manual_seed(1)
     x = torch.randn(m, k, device=dev, generator=g).to(DTYPE)
     w = torch.randn(n, k, device=dev, generator=g).to(DTYPE)
     configs = (default_config(m, n, k), tune.DOT_CANDIDATES[0], tune.FMA_CANDIDATES[2],
                GemvConfig(32, 128, 4, 3, True, 3), GemvConfig(16, 256, 4, 3, False, 2))
-    parts = [_close(gemv(x, w, config=c), x.float() @ w.float().t(), x @ w.t()) for c in configs]
-    parts.append(_close(gemv(x, w), x.float() @ w.float().t(), gemv_ref(x, w)))
-    return _merge("gemv", f"M={m} N={n} K={k} (default, dot, fma, split-K dot sk3 and fma "
+    parts = [close(gemv(x, w, config=c), x.float() @ w.float().t(), x @ w.t()) for c in configs]
+    parts.append(close(gemv(x, w), x.float() @ w.float().t(), gemv_ref(x, w)))
+    return merge("gemv", f"M={m} N={n} K={k} (default, dot, fma, split-K dot sk3 and fma "
                   "sk2, tuned)", "bfloat16", parts)
 
 
@@ -75,8 +79,9 @@ def _row(name: str, m: int, ws: list[torch.Tensor]) -> Row:
                size, extra, "< cuBLAS (~4.1 TB/s)", mine.p50 < cublas.p50)
 
 
-def run() -> list[Row]:
-    """One row per (projection, M): tuned kernel vs cuBLAS, graph replays streaming W."""
+def run(ctx) -> list[Row]:
+    """One row per (projection, M): tuned kernel vs cuBLAS, graph replays streaming W.
+    (ctx, a kernels.bench.BenchContext, is not needed here.)"""
     rows = []
     for name, (n, k) in SHAPES.items():
         ws = tune.l2_copies(weight(n, k))

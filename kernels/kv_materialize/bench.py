@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from kernels.compare import close, merge
 from kernels.kv_materialize.kernel import kv_materialize, norm_rope_write, project_kv
 from kernels.kv_materialize.ref import kv_materialize_ref
 from kernels.timing import Row, bench_us
@@ -124,11 +125,52 @@ def gemm_rows(tokens: int) -> list[Row]:
     return rows
 
 
-def run(copy_bw: float) -> tuple[list[Row], list[dict]]:
-    """Decode and prefill rows, the projection alone, and the prefill sweep."""
+CHECKS = (
+    (torch.float32, 24, 3, 3, 80, 40, None),
+    (torch.bfloat16, 15, 2, 2, 128, 64, 5),
+    (torch.float16, 21, 2, 5, 64, 64, 7),
+    (torch.float32, 40, 1, 8, 32, 0, 8),
+)  # kernels.check's cases (CPU: the interpreter)
+BENCH_CHECK = (torch.bfloat16, 39, 5, 8, 128, 96, 13)  # kernels.bench's check on CUDA before timing
+
+
+def check(dev: str, dtype: torch.dtype, tokens: int, layers: int, nkv: int,
+                         head_dim: int, rotary: int, block: int | None) -> tuple:
+
+    g = torch.Generator().manual_seed(tokens * 100 + head_dim)
+    hidden, slots, max_pos = 96, tokens + 5, 4 * tokens + 1
+    angle = torch.rand(max_pos, rotary // 2, generator=g) * 6.3
+    x = torch.randn(tokens, hidden, generator=g)
+    w = torch.randn(layers, 2 * nkv * head_dim, hidden, generator=g) / hidden**0.5
+    shared = [(1 + 0.2 * torch.randn(layers, head_dim, generator=g)).to(dev),
+              torch.cat([angle.cos(), angle.sin()], 1).to(dev),
+              torch.randint(0, max_pos, (tokens,), generator=g).to(dev),
+              torch.randperm(slots, generator=g)[:tokens].to(dev)]
+    poison = torch.randn(2, layers, slots, nkv, head_dim, generator=g).to(dev)
+    commit = None if block is None else torch.randint(0, block + 1, (tokens // block,),
+                                                      generator=g).to(dev)
+    kw = dict(eps=1e-6, commit_lens=commit, block_size=block)
+
+    def run(fn, in_dtype, math_dtype):
+        pools = [p.to(in_dtype).to(math_dtype) for p in poison]
+        xs = [t.to(dev, in_dtype).to(math_dtype) for t in (x, w)]
+        fn(*xs, *shared, *pools, **kw)
+        return pools
+
+    got = run(kv_materialize, dtype, dtype)
+    fp32, low = run(kv_materialize_ref, dtype, torch.float32), run(kv_materialize_ref, dtype, dtype)
+    shape = (f"T={tokens} L={layers} nkv={nkv} D={head_dim} R={rotary}"
+             + ("" if block is None else f" B={block}"))
+    return merge("kv_materialize", shape, str(dtype).removeprefix("torch."),
+                  [close(a, b, c) for a, b, c in zip(got, fp32, low)])
+
+
+def run(ctx) -> list[Row]:
+    """Decode and prefill rows and the projection alone; the prefill sweep goes to
+    ctx.extras["kv_sweep"] (ctx: kernels.bench.BenchContext)."""
     rows = [end_to_end_row(bs * DECODE_BLOCK, 3.0) for bs in DECODE_BATCHES]
     rows.append(end_to_end_row(PREFILL_TOKENS, None))
-    part, sweep = norm_part_rows(PREFILL_TOKENS, copy_bw)
+    part, ctx.extras["kv_sweep"] = norm_part_rows(PREFILL_TOKENS, ctx.copy_bw)
     for tokens in (DECODE_BLOCK, DECODE_BATCHES[-1] * DECODE_BLOCK, PREFILL_TOKENS):
         part += gemm_rows(tokens)
-    return rows + part, sweep
+    return rows + part

@@ -25,9 +25,10 @@ import contextlib
 
 import torch
 
+from kernels.compare import close, merge
 from kernels.paged_attention import kernel
 from kernels.paged_attention.kernel import paged_attention
-from kernels.paged_attention.ref import paged_attention_ref
+from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
 from kernels.timing import Row, bench_us, graph_us
 
 NH, NKV, HEAD_DIM, KV_LEN = 32, 8, 128, 1024
@@ -56,8 +57,36 @@ def make_inputs(bs: int, t: int, seed: int = 0, kv_len: int = KV_LEN,
     return args, dict(causal=True)
 
 
-def run() -> list[Row]:
-    """One row per (bs, T); target: faster than the gather+fp32 oracle it replaces."""
+# kernels.check's cases (on the CPU: the interpreter)
+CHECKS = ((torch.float32, 3, 5, 40, None), (torch.float32, 2, 16, 33, 7))
+BENCH_CHECK = (torch.bfloat16, 5, 16, 300, 64)  # kernels.bench's check on CUDA before timing
+
+
+def check(dev: str, dtype: torch.dtype, bs: int, t: int, width: int,
+                          window: int | None = None) -> tuple:
+    """Ragged causal attention over a shuffled pool (nh=8, nkv=2, D=64), last row padding."""
+
+    g = torch.Generator().manual_seed(bs * 1000 + t)
+    slots = 2 * bs * width + 1
+    kv_lens = torch.randint(t, width + 1, (bs,), generator=g)
+    kv_lens[-1] = 0
+    pos = (kv_lens[:, None] - t + torch.arange(t)).clamp(min=0)
+    ints = (torch.randperm(slots, generator=g)[: bs * width].view(bs, width).to(torch.int32),
+            torch.arange(bs), pos, kv_lens)
+    floats = [torch.randn(*s, generator=g) for s in ((bs, t, 8, 64), (slots, 2, 64),
+                                                      (slots, 2, 64))]
+    args = [f.to(dev, dtype) for f in floats] + [i.to(dev) for i in ints]
+    kw = dict(causal=True, window=window)
+    want = paged_attention_ref(*[a.float() if a.is_floating_point() else a for a in args], **kw)
+    got = paged_attention(*args, **kw)
+    low = paged_attention_sdpa(*args, **kw)
+    return merge("paged_attention", f"bs={bs} T={t} W={width} window={window}",
+                  str(dtype).removeprefix("torch."), [close(got, want, low)])
+
+
+def run(ctx) -> list[Row]:
+    """One row per (bs, T); target: faster than the gather+fp32 oracle it replaces.
+    (ctx, a kernels.bench.BenchContext, is not needed here.)"""
     rows = []
     for bs in BATCHES:
         for t in QUERY_LENS:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from kernels.compare import close, merge
 from kernels.qk_norm_rope_write.kernel import qk_norm_rope_write
 from kernels.qk_norm_rope_write.ref import qk_norm_rope_write_ref
 from kernels.timing import Row, graph_us
@@ -49,10 +50,13 @@ def nbytes(tokens: int) -> int:
     return tokens * (2 * width * 2 + HEAD_DIM * 4 + 8)  # qkv in, q+K+V out, cos/sin, slot
 
 
-def check(dev: str = DEVICE, tokens: int = 7) -> tuple:
-    """kernels.check-style tuple: one irregular T against the oracle (2x rule, bf16)."""
-    from kernels.check import _close, _merge
+# kernels.check's cases (on the CPU: the interpreter)
+CHECKS = ((7,),)
+BENCH_CHECK = (7,)  # kernels.bench's check on CUDA before timing
 
+
+def check(dev: str, tokens: int) -> tuple:
+    """kernels.check-style tuple: one irregular T against the oracle (2x rule, bf16)."""
     args, kw = make_inputs(tokens, seed=1, device=dev)
     got = list(args)
     got[5], got[6] = args[5].clone(), args[6].clone()
@@ -63,14 +67,15 @@ def check(dev: str = DEVICE, tokens: int = 7) -> tuple:
     low = list(args)
     low[5], low[6] = args[5].clone(), args[6].clone()
     ql = qk_norm_rope_write_ref(*low, **kw)
-    parts = [_close(a, b, c) for a, b, c in ((q, q32, ql), (got[5], fp32[5], low[5]),
+    parts = [close(a, b, c) for a, b, c in ((q, q32, ql), (got[5], fp32[5], low[5]),
                                              (got[6], fp32[6], low[6]))]
-    return _merge("qk_norm_rope_write", f"T={tokens} nh={NH} nkv={NKV} D={HEAD_DIM}",
+    return merge("qk_norm_rope_write", f"T={tokens} nh={NH} nkv={NKV} D={HEAD_DIM}",
                   "bfloat16", parts)
 
 
-def run() -> list[Row]:
-    """One row per T; target: faster than the torch.compile'd sequence it replaces."""
+def run(ctx) -> list[Row]:
+    """One row per T; target: faster than the torch.compile'd sequence it replaces.
+    (ctx, a kernels.bench.BenchContext, is not needed here.)"""
     compiled = torch.compile(qk_norm_rope_write_ref, dynamic=False)
     rows = []
     for tokens in TOKENS:

@@ -26,7 +26,25 @@ def test_triton_available_follows_device_and_interpreter(monkeypatch):
 
 def test_kernels_check_agrees_on_every_case(capsys):
     assert check.main() == 0
-    assert "kv_materialize" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert all(op in out for op in kernels.OPS)
+
+
+def test_every_op_folder_is_discovered_with_its_whole_protocol():
+    """A kernel is its folder: the package finds it, exports launcher and oracle, and its
+    bench's check cases and run fit the signatures kernels.check and kernels.bench call."""
+    import importlib
+    import inspect
+
+    folders = sorted(p.parent.name for p in Path(kernels.__file__).parent.glob("*/ref.py"))
+    assert list(kernels.OPS) == folders and len(folders) == 6
+    for op in kernels.OPS:
+        assert callable(getattr(kernels, op)) and callable(getattr(kernels, f"{op}_ref"))
+        bench = importlib.import_module(f"kernels.{op}.bench")
+        sig = inspect.signature(bench.check)
+        for case in (*bench.CHECKS, bench.BENCH_CHECK):
+            sig.bind("cuda", *case)
+        inspect.signature(bench.run).bind(object())
 
 
 @pytest.mark.gpu
