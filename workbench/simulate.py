@@ -8,6 +8,7 @@ and config_resolved.yaml (.hydra/ holds Hydra's own copies).
 
 Examples:
     python -m workbench simulate spec=ar_chain engine=sync
+    python -m workbench simulate workload.concurrency=4     # that point only, not the sweep
     python -m workbench simulate workload=poisson 'sweep.rate_rps=[5,10,20]'
     python -m workbench simulate experiment=cluster_hour
     python -m workbench simulate --multirun hydra/launcher=joblib spec.block_size=4,8,16
@@ -65,6 +66,17 @@ def plan_runs(app: SimulateConfig) -> tuple[str, list[tuple[str, float | None, S
                 cfg.workload.rate_rps = float(point)
             runs.append((label_of(spec), point, cfg))
     return name, runs
+
+
+def explicit_points(app: SimulateConfig, overrides: list[str]) -> None:
+    """A command-line `workload.concurrency=C` (or `workload.rate_rps=R`) is the one point
+    to simulate: it replaces the sweep's list, which would otherwise override it."""
+    for item in overrides:
+        key, _, value = item.lstrip("+~").partition("=")
+        if key == "workload.concurrency":
+            app.sweep.concurrency = [int(value)]
+        elif key == "workload.rate_rps":
+            app.sweep.rate_rps = [float(value)]
 
 
 def run_all(runs: list[tuple[str, float | None, SimConfig]], progress: bool) -> Runs:
@@ -134,11 +146,15 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 def _app(cfg: DictConfig) -> None:
     try:
         app = load(cfg)
+        explicit_points(app, list(HydraConfig.get().overrides.task))
+        point_name, runs = plan_runs(app)
+        results = run_all(runs, app.output.progress)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    point_name, runs = plan_runs(app)
-    results = run_all(runs, app.output.progress)
+    except FileNotFoundError as e:
+        print(f"config error: no such file: {e.filename}", file=sys.stderr)
+        raise SystemExit(2) from None
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 120))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from workbench.config import SimulateConfig
-from workbench.simulate import plan_runs
+from workbench.simulate import explicit_points, plan_runs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,6 +66,29 @@ def test_bad_value_exits_before_running(tmp_path):
     assert proc.returncode == 2
     assert "engine.max_running_requests = 0 is outside [1, " in proc.stderr
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_an_explicit_concurrency_or_rate_is_the_only_point():
+    app = SimulateConfig()
+    explicit_points(app, ["spec=dflash", "workload.concurrency=4"])
+    _, runs = plan_runs(app)
+    assert sorted({point for _, point, _ in runs}) == [4]
+    assert {cfg.workload.concurrency for _, _, cfg in runs} == {4}
+    app = SimulateConfig()
+    app.workload.arrival = "poisson"
+    explicit_points(app, ["workload.rate_rps=2.5"])
+    assert [cfg.workload.rate_rps for _, _, cfg in plan_runs(app)[1]] == [2.5, 2.5]
+
+
+@pytest.mark.parametrize("args,message", [
+    (("spec.tau=100",), "config error: spec.tau = 100.0 must lie in (1, 16) at B = 16"),
+    (("workload.arrival=trace", "workload.trace_path=missing.csv"),
+     "config error: no such file: missing.csv"),
+])
+def test_errors_found_while_running_are_one_line(tmp_path, args, message):
+    proc = _simulate(*args, f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [message]
 
 
 def test_multirun_with_the_joblib_launcher(tmp_path):
