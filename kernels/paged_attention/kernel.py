@@ -45,14 +45,15 @@ FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny sh
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
 def _paged_attention_kernel(
     q_ptr, k_ptr, v_ptr, table_ptr, rows_ptr, pos_ptr, kv_lens_ptr, out_ptr, acc_ptr, ml_ptr,
-    cnt_ptr,
+    cnt_ptr, tree_ptr,
     T, R, W, window, sm_scale, SPLITS,
     sq_b, sq_t, sq_h,
     sk_s, sk_h,
     sv_s, sv_h,
     so_b, so_t, so_h,
-    st_r, sp_b,
+    st_r, sp_b, stree_b,
     G: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
+    TREE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
     MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr,
@@ -70,6 +71,7 @@ def _paged_attention_kernel(
 
     pos = tl.load(pos_ptr + b * sp_b + t, mask=row_ok, other=0)
     kv_len = tl.load(kv_lens_ptr + b).to(tl.int64)
+    pos0 = tl.load(pos_ptr + b * sp_b)  # a tree's root position (TREE)
     req = tl.load(rows_ptr + b).to(tl.int64)
 
     hi = tl.where((req >= 0) & (req < R), tl.minimum(kv_len, W), 0)  # a bad row sees nothing
@@ -103,6 +105,11 @@ def _paged_attention_kernel(
             allowed = allowed & (w[None, :] <= pos[:, None])
         if WINDOWED:
             allowed = allowed & (pos[:, None] - w[None, :] < window)
+        if TREE:  # keys of the tree's nodes: only the query's own path
+            j = w[None, :] - pos0
+            inside = (j >= 0) & (j < T) & allowed
+            bit = tl.load(tree_ptr + b * stree_b + t[:, None] * T + j, mask=inside, other=1)
+            allowed = allowed & (bit != 0)
         s = tl.where(allowed, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         p = tl.exp(s - m_new[:, None])
@@ -159,11 +166,13 @@ def paged_attention(
     sm_scale: float | None = None,
     unsplit_max_width: int = 0,
     fused_merge: bool = False,
+    tree_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Triton version of `paged_attention_ref` (same arguments, same result).
 
     unsplit_max_width: tables of width W <= this run unsplit (0: the split heuristic always).
     fused_merge: the split programs merge their partials themselves, no second launch.
+    tree_mask: (bs, T, T) bool ancestor mask of a tree verify (ref.py), or None.
     """
     check_tensor("q", q, ndim=4, dtypes=FLOAT_DTYPES, inner_stride_one=True)
     dev = q.device
@@ -186,6 +195,13 @@ def paged_attention(
     if window is not None:
         check_int("window", window, minimum=1)
     check_int("unsplit_max_width", unsplit_max_width, minimum=0)
+    tree = None
+    if tree_mask is not None:
+        check_tensor("tree_mask", tree_mask, ndim=3, dtypes=(torch.bool,), device=dev)
+        if tuple(tree_mask.shape) != (bs, t, t):
+            raise ValueError(f"tree_mask must have shape {(bs, t, t)}, got "
+                             f"{tuple(tree_mask.shape)}")
+        tree = tree_mask.to(torch.int8).contiguous()
     check_runnable("q", q)
 
     out = torch.empty_like(q)
@@ -210,14 +226,15 @@ def paged_attention(
         cnt = counters(dev, bs * nkv * tiles)
     _paged_attention_kernel[(bs, nkv, tiles * splits)](
         q, k_pool, v_pool, table, req_rows, positions, kv_lens, out, acc, ml, cnt,
+        tree if tree is not None else positions,
         t, table.shape[0], table.shape[1], window or 1, d**-0.5 if sm_scale is None else sm_scale,
         splits,
         q.stride(0), q.stride(1), q.stride(2),
         k_pool.stride(0), k_pool.stride(1),
         v_pool.stride(0), v_pool.stride(1),
         out.stride(0), out.stride(1), out.stride(2),
-        table.stride(0), positions.stride(0),
-        G=group, D=d, CAUSAL=causal, WINDOWED=window is not None,
+        table.stride(0), positions.stride(0), tree.stride(0) if tree is not None else 0,
+        G=group, D=d, CAUSAL=causal, WINDOWED=window is not None, TREE=tree is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         FUSED=fused, **(merge if fused else no_merge),

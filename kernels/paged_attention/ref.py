@@ -5,6 +5,13 @@ request b, at absolute position `positions[b, t]`, may see key w iff
 
     w < kv_lens[b]  and  (not causal or w <= positions[b, t])
                     and  (window is None or positions[b, t] - w < window)
+                    and  (tree_mask is None or not 0 <= w - positions[b, 0] < T
+                          or tree_mask[b, t, w - positions[b, 0]])
+
+A tree of T draft nodes (a tree verify) sits at positions[b, 0] .. positions[b, 0] + T - 1,
+node t at positions[b, t] = positions[b, 0] + t; `tree_mask[b, t, j]` says node j is node t
+or one of its ancestors (reference/tree.py `ancestors`), so a node sees the context and its
+own path only.
 
 Grouped-query attention: query head i reads KV head i // (nh / nkv). A query that may see no
 key (a padding row) outputs zeros. Math in fp32 (fp64 for fp64 inputs), one rounding to
@@ -17,7 +24,7 @@ import torch
 
 
 def visible_keys(positions: torch.Tensor, kv_lens: torch.Tensor, width: int, *, causal: bool,
-                 window: int | None) -> torch.Tensor:
+                 window: int | None, tree_mask: torch.Tensor | None = None) -> torch.Tensor:
     """(bs, T, W) bool: may query t of request b see key position w."""
     w = torch.arange(width, device=positions.device)
     allowed = w[None, None, :] < kv_lens.to(torch.int64)[:, None, None]
@@ -25,6 +32,12 @@ def visible_keys(positions: torch.Tensor, kv_lens: torch.Tensor, width: int, *, 
         allowed = allowed & (w[None, None, :] <= positions[:, :, None])
     if window is not None:
         allowed = allowed & (positions[:, :, None] - w[None, None, :] < window)
+    if tree_mask is not None:
+        t = positions.shape[1]
+        j = (w[None, :] - positions[:, :1]).expand(-1, width)  # (bs, W) node index of key w
+        inside = (j >= 0) & (j < t)
+        bit = tree_mask.gather(2, j.clamp(0, t - 1)[:, None, :].expand(-1, t, -1))
+        allowed = allowed & (~inside[:, None, :] | bit)
     return allowed
 
 
@@ -42,6 +55,7 @@ def paged_attention_ref(
     sm_scale: float | None = None,
     unsplit_max_width: int = 0,
     fused_merge: bool = False,
+    tree_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Softmax attention of every query over its request's visible keys.
 
@@ -53,6 +67,7 @@ def paged_attention_ref(
         causal, window: the visibility rule above; sm_scale defaults to D ** -0.5.
         unsplit_max_width, fused_merge: the Triton kernel's launch switches (how it splits
             the key range), accepted so both take the same arguments; no effect here.
+        tree_mask: (bs, T, T) bool, the ancestor mask of a tree verify (module docstring).
 
     Returns: (bs, T, nh, D) in q's dtype.
     """
@@ -65,7 +80,8 @@ def paged_attention_ref(
     values = v_pool[slots].to(math).permute(0, 2, 1, 3)
     qg = q.to(math).view(bs, t, nkv, nh // nkv, d).permute(0, 2, 3, 1, 4)  # (bs, nkv, g, T, D)
     scores = torch.einsum("bhgtd,bhwd->bhgtw", qg, keys) * scale
-    allowed = visible_keys(positions, kv_lens, slots.shape[1], causal=causal, window=window)
+    allowed = visible_keys(positions, kv_lens, slots.shape[1], causal=causal, window=window,
+                           tree_mask=tree_mask)
     scores = scores.masked_fill(~allowed[:, None, None], float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # rows with no visible key -> 0
     out = torch.einsum("bhgtw,bhwd->bhgtd", probs, values)

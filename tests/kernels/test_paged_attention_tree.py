@@ -1,0 +1,103 @@
+"""Tree verify attention: every node sees the context and its own path, in the oracle (against
+a plain fp64 loop that attends over each node's path) and in the Triton kernel (against the
+oracle: random trees, ragged batches, node counts that are not powers of two, splits)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+from kernels.paged_attention import kernel as kernel_mod
+from kernels.paged_attention.kernel import paged_attention
+from kernels.paged_attention.ref import paged_attention_ref
+from reference.tree import ancestors
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU runs the interpreter
+
+
+def _case(bs: int, nodes: int, width: int, seed: int, dtype=torch.float32):
+    """A ragged batch whose last `nodes` keys of each request are a random tree's nodes."""
+    g = torch.Generator().manual_seed(seed)
+    nh, nkv, d = 4, 2, 16
+    slots = bs * width + 1
+    prefix = torch.randint(0, width - nodes + 1, (bs,), generator=g)
+    parents = torch.stack([torch.cat([torch.tensor([-1]), torch.stack([
+        torch.randint(0, i, (1,), generator=g)[0] for i in range(1, nodes)])])
+        if nodes > 1 else torch.tensor([-1]) for _ in range(bs)])
+    mask = ancestors(parents)
+    table = torch.randperm(slots - 1, generator=g)[: bs * width].add(1).view(bs, width)
+    args = (torch.randn(bs, nodes, nh, d, generator=g).to(dtype),
+            torch.randn(slots, nkv, d, generator=g).to(dtype),
+            torch.randn(slots, nkv, d, generator=g).to(dtype),
+            table.to(torch.int32), torch.arange(bs), prefix[:, None] + torch.arange(nodes),
+            prefix + nodes)
+    return args, mask, parents
+
+
+def _path_attention(args, parents) -> torch.Tensor:
+    """fp64 loop: node i of request b attends over keys 0..prefix-1 and its path's nodes."""
+    q, k_pool, v_pool, table, rows, positions, _ = args
+    bs, nodes, nh, d = q.shape
+    group = nh // k_pool.shape[1]
+    out = torch.zeros(bs, nodes, nh, d, dtype=torch.float64)
+    for b in range(bs):
+        prefix = int(positions[b, 0])
+        for i in range(nodes):
+            path, node = [], i
+            while node >= 0:
+                path.append(prefix + node)
+                node = int(parents[b, node])
+            keys = list(range(prefix)) + sorted(path)
+            slot = table[b, keys].long()
+            for h in range(nh):
+                kk = k_pool[slot, h // group].double()
+                vv = v_pool[slot, h // group].double()
+                w = torch.softmax(kk @ q[b, i, h].double() * d**-0.5, dim=0)
+                out[b, i, h] = w @ vv
+    return out
+
+
+@settings(max_examples=15)
+@given(bs=st.integers(1, 3), nodes=st.integers(1, 11), width=st.integers(12, 40),
+       seed=st.integers(0, 2**16))
+def test_oracle_attends_over_each_nodes_path(bs, nodes, width, seed):
+    note(f"{bs=} {nodes=} {width=} {seed=}")
+    args, mask, parents = _case(bs, nodes, width, seed)
+    got = paged_attention_ref(*args, causal=True, tree_mask=mask)
+    torch.testing.assert_close(got.double(), _path_attention(args, parents), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_chain_mask_is_causal_attention():
+    args, _, _ = _case(2, 7, 30, 3)
+    chain = torch.ones(7, 7, dtype=torch.bool).tril().expand(2, 7, 7)
+    torch.testing.assert_close(paged_attention_ref(*args, causal=True, tree_mask=chain),
+                               paged_attention_ref(*args, causal=True))
+
+
+@settings(max_examples=12)
+@given(bs=st.integers(1, 3), nodes=st.sampled_from([1, 3, 7, 13]),
+       width=st.sampled_from([16, 40]), split=st.sampled_from([None, 2]),
+       seed=st.integers(0, 2**16))
+def test_kernel_matches_the_oracle(bs, nodes, width, split, seed):
+    note(f"{bs=} {nodes=} {width=} {split=} {seed=}")
+    args, mask, _ = _case(bs, nodes, width, seed)
+    args = [a.to(DEVICE) for a in args]
+    kernel_mod.FORCE_SPLITS = split
+    try:
+        got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
+    finally:
+        kernel_mod.FORCE_SPLITS = None
+    want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_bad_tree_mask_names_the_argument(device):
+    args, mask, _ = _case(1, 4, 16, 0)
+    args = [a.to(device) for a in args]
+    with pytest.raises(ValueError, match="tree_mask"):
+        paged_attention(*args, causal=True, tree_mask=mask[:, :3].to(device))
+    with pytest.raises(ValueError, match="tree_mask"):
+        paged_attention(*args, causal=True, tree_mask=mask.int().to(device))
