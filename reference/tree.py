@@ -15,7 +15,8 @@ the budget (N-1 picks), each pick one batched tensor step for every request at o
 
 Greedy acceptance (`accept_greedy`): node i is accepted when its parent is and its token is
 the target's argmax at its parent; the accepted nodes form one root path (siblings carry
-distinct tokens), and the deepest accepted node's argmax is the bonus.
+distinct tokens), and the deepest accepted node's argmax is the bonus. `compact_path` then
+moves the path's KV to contiguous positions by permuting table entries (no K/V copy).
 """
 
 from __future__ import annotations
@@ -149,3 +150,32 @@ def accept_greedy(tree: Tree, target_argmax: torch.Tensor, depth_max: int) -> Tr
         path[:, d] = torch.where(here, node, -1)
         node = torch.where(here & (d > 0), tree.parents[rows, node].clamp(min=0), node)
     return TreeAccept(accept, last, path, target_argmax[rows, last])
+
+
+def compact_path(req_to_token: torch.Tensor, rows: torch.Tensor, prefix_lens: torch.Tensor,
+                 path: torch.Tensor, nodes: int) -> None:
+    """Move an accepted path's KV to contiguous positions by permuting table entries, with
+    no K/V copy: after a tree verify wrote node i's K/V at position prefix + i, the nodes of
+    the accepted path (node path[d] at depth d) must sit at positions prefix + d.
+
+    req_to_token: (R, W) int, changed in place; rows, prefix_lens: (bs,) i64; path: (bs, D+1)
+    i64 from `accept_greedy` (-1 beyond the accepted depth); nodes: N, the tree's size. Within
+    each row's N positions from prefix, the slots are permuted: the path's first, in depth
+    order, then the other nodes' in node order (their K/V is stale, overwritten before any
+    query reads it); no slot is lost or duplicated. Target and draft pools share slot
+    indices, so the draft KV moves with the target's.
+    """
+    bs = rows.shape[0]
+    dev = req_to_token.device
+    node = torch.arange(nodes, device=dev)
+    depth_of = torch.full((bs, nodes), -1, dtype=torch.int64, device=dev)
+    on_path = path >= 0
+    depth_idx = torch.arange(path.shape[1], device=dev).expand(bs, -1)
+    depth_of.scatter_(1, path.clamp(min=0), torch.where(on_path, depth_idx, -1))
+    depth_of[:, 0] = 0  # the root is always depth 0 (and the scatter's clamp target)
+    key = torch.where(depth_of >= 0, depth_of, nodes + node)  # path first, then node order
+    perm = key.argsort(dim=1)  # (bs, N): new position j takes the slot of node perm[b, j]
+    cols = prefix_lens[:, None] + node  # (bs, N)
+    r = rows[:, None].expand(-1, nodes)
+    old = req_to_token[r, cols]
+    req_to_token[r, cols] = old.gather(1, perm)

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from reference.tree import accept_greedy, ancestors, build_tree
+from reference.tree import accept_greedy, ancestors, build_tree, compact_path
 
 
 def _paths(tree, b: int) -> list[tuple[int, ...]]:
@@ -114,3 +114,33 @@ def test_greedy_acceptance_follows_the_targets_argmax(bs, depth, k, budget, agre
         path = [p for p in res.path[b].tolist() if p >= 0]
         assert path[0] == 0 and path[-1] == last and len(path) == d + 1
         assert all(int(tree.parents[b, c]) == p for p, c in zip(path, path[1:]))
+
+
+@settings(max_examples=30)
+@given(bs=st.integers(1, 4), depth=st.integers(1, 5), k=st.integers(1, 3),
+       budget=st.integers(2, 16), seed=st.integers(0, 2**16))
+def test_compaction_puts_the_path_at_contiguous_positions(bs, depth, k, budget, seed):
+    note(f"{bs=} {depth=} {k=} {budget=} {seed=}")
+    g = torch.Generator().manual_seed(seed)
+    log_q = torch.randn(bs, depth, 5, generator=g).log_softmax(-1)
+    tree = build_tree(torch.zeros(bs, dtype=torch.int64), log_q, budget, k)
+    argmax = tree.tokens.roll(-1, dims=1)  # some agreement, some not
+    argmax[:, 0] = tree.tokens[:, 1]
+    res = accept_greedy(tree, argmax, depth)
+    width = 40
+    table = torch.randperm(1000, generator=g)[: (bs + 1) * width].view(bs + 1, width)
+    rows = torch.randperm(bs + 1, generator=g)[:bs]
+    prefix = torch.randint(0, width - budget + 1, (bs,), generator=g)
+    before = table.clone()
+    compact_path(table, rows, prefix, res.path, budget)
+    untouched = torch.ones_like(table, dtype=torch.bool)
+    for b in range(bs):
+        row, p, n = int(rows[b]), int(prefix[b]), budget
+        region_old, region_new = before[row, p:p + n].tolist(), table[row, p:p + n].tolist()
+        assert sorted(region_old) == sorted(region_new)  # a permutation: no slot lost
+        path = [int(x) for x in res.path[b] if x >= 0]
+        assert region_new[: len(path)] == [region_old[i] for i in path]
+        rest = [region_old[i] for i in range(n) if i not in path]
+        assert region_new[len(path):] == rest
+        untouched[row, p:p + n] = False
+    assert torch.equal(table[untouched], before[untouched])
