@@ -82,6 +82,7 @@ class AttentionMeta(NamedTuple):
     req_to_token (R, W) int32, req_rows (bs,) i64, positions (bs, T) i64, kv_lens (bs,) i64;
     causal and window (None: unbounded) are per layer. unsplit_max_width and fused_merge are
     the Triton kernel's launch switches (EngineOptions.unsplit_width, .fused_merge).
+    tree_mask (bs, T, T) bool: a tree verify's ancestor mask (reference/tree.py), or None.
     """
 
     req_to_token: torch.Tensor
@@ -92,15 +93,17 @@ class AttentionMeta(NamedTuple):
     window: int | None
     unsplit_max_width: int = 0
     fused_merge: bool = False
+    tree_mask: torch.Tensor | None = None
 
 
 def attention_meta(batch: ForwardBatch, req_to_token: torch.Tensor, *, causal: bool,
-                   window: int | None, options: EngineOptions | None = None) -> AttentionMeta:
+                   window: int | None, options: EngineOptions | None = None,
+                   tree_mask: torch.Tensor | None = None) -> AttentionMeta:
     """The batch's AttentionMeta for one layer, with `options`' attention switches (None:
-    the kernel's defaults)."""
+    the kernel's defaults) and a tree verify's mask."""
     opts = options or EngineOptions()
     return AttentionMeta(req_to_token, batch.req_rows, batch.positions, batch.kv_lens, causal,
-                         window, opts.unsplit_width, opts.fused_merge)
+                         window, opts.unsplit_width, opts.fused_merge, tree_mask)
 
 
 def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn: AttentionMeta,
@@ -134,7 +137,7 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     out = ops.paged_attention(q, k_pool, v_pool, attn.req_to_token, attn.req_rows,
                               attn.positions, attn.kv_lens, causal=attn.causal,
                               window=attn.window, unsplit_max_width=attn.unsplit_max_width,
-                              fused_merge=attn.fused_merge)
+                              fused_merge=attn.fused_merge, tree_mask=attn.tree_mask)
     x = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning)
     gate_up = _linear(rms_norm(x, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
                       gemv_tuning)
@@ -209,7 +212,9 @@ class Target:
 
     def forward(self, input_ids: torch.Tensor, batch: ForwardBatch, req_to_token: torch.Tensor,
                 k_pool: torch.Tensor, v_pool: torch.Tensor,
-                capture: tuple[int, ...] = (), fast: bool = True, causal: bool = True
+                capture: tuple[int, ...] = (), fast: bool = True, causal: bool = True,
+                rope_positions: torch.Tensor | None = None,
+                tree_mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run input_ids (bs, T) through every layer, reading and writing the pool.
 
@@ -218,11 +223,14 @@ class Target:
         fast=False runs the eager layer (prefill: one-off shapes, not worth compiling).
         causal=False lets every token see all keys < kv_lens (bidirectional inside the new
         tokens, as a self-speculative draft pass; sliding layers stay causal).
+        Tree verify: batch.positions are the nodes' table positions (prefix + node index),
+        rope_positions (bs, T) their token positions (prefix + depth) and tree_mask (bs, T, T)
+        the ancestor mask (reference/tree.py).
         """
         cfg = self.config
         x = self.embed[input_ids]
         cache_loc = batch.cache_loc.reshape(-1)
-        cos_sin = self.cos_sin[batch.positions]
+        cos_sin = self.cos_sin[batch.positions if rope_positions is None else rope_positions]
         layer = self.fast_layer if fast else decoder_layer
         opts = self.options  # bool arguments below: torch.compile guards on them
         fused_qk = opts.fused_qk and x.is_cuda
@@ -232,7 +240,7 @@ class Target:
         for i, w in enumerate(self.layers):
             win = cfg.window(i)
             attn = attention_meta(batch, req_to_token, causal=causal or win is not None,
-                                  window=win, options=opts)
+                                  window=win, options=opts, tree_mask=tree_mask)
             x = layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads,
                       cfg.rms_norm_eps, fused_qk, triton_gemv, opts.triton_gemv_gate_up,
                       tuning)

@@ -46,20 +46,21 @@ def kv_materialize(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, ca
 
 @torch.compiler.disable
 def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, *, causal,
-                    window=None, unsplit_max_width=0, fused_merge=False):
+                    window=None, unsplit_max_width=0, fused_merge=False, tree_mask=None):
     """See `kernels.paged_attention_ref`; opaque to torch.compile (a Triton launch on CUDA).
 
     The oracle also runs whenever q needs a gradient (drafter training): the Triton kernel
     has no backward. unsplit_max_width and fused_merge are the kernel's launch switches
-    (EngineOptions.unsplit_width, .fused_merge); the oracle has none.
+    (EngineOptions.unsplit_width, .fused_merge); the oracle has none. tree_mask: a tree
+    verify's ancestor mask (kernels/paged_attention/ref.py), or None.
     """
     grad = torch.is_grad_enabled() and q.requires_grad
     args = (q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens)
     if _use_triton(q) and not grad:
         return kernels.paged_attention(*args, causal=causal, window=window,
                                        unsplit_max_width=unsplit_max_width,
-                                       fused_merge=fused_merge)
-    return kernels.paged_attention_ref(*args, causal=causal, window=window)
+                                       fused_merge=fused_merge, tree_mask=tree_mask)
+    return kernels.paged_attention_ref(*args, causal=causal, window=window, tree_mask=tree_mask)
 
 
 @torch.compiler.disable

@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import torch
 
+from reference.model import ForwardBatch, Target
+
 
 class Tree(NamedTuple):
     """A padded batch of trees, node 0 the root (the anchor), nodes in order of addition.
@@ -179,3 +181,23 @@ def compact_path(req_to_token: torch.Tensor, rows: torch.Tensor, prefix_lens: to
     r = rows[:, None].expand(-1, nodes)
     old = req_to_token[r, cols]
     req_to_token[r, cols] = old.gather(1, perm)
+
+
+def verify_tree(target: Target, pool, tree: Tree, rows: torch.Tensor,
+                prefix_lens: torch.Tensor, capture: tuple[int, ...] = ()
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One target forward over every tree's N nodes: logits (bs, N, V) and the captured
+    layers (bs, N, K*H) or None.
+
+    Node i is written at table position prefix + i (slots reserved up to prefix + N), rotated
+    at token position prefix + depth_i, and sees the context and its own path (`ancestors`).
+    rows, prefix_lens: (bs,) i64; pool: the engine's KVPool.
+    """
+    n = tree.tokens.shape[1]
+    positions = prefix_lens[:, None] + torch.arange(n, device=rows.device)
+    cache_loc = pool.req_to_token[rows].long().gather(1, positions)
+    batch = ForwardBatch(positions, cache_loc, rows, prefix_lens + n)
+    hidden, aux = target.forward(tree.tokens, batch, pool.req_to_token, pool.k, pool.v,
+                                 capture=capture, rope_positions=prefix_lens[:, None] + tree.depth,
+                                 tree_mask=ancestors(tree.parents))
+    return target.logits(hidden), aux
