@@ -77,13 +77,15 @@ class DFlashProposer(Proposer):
 
     def _inject(self, aux: torch.Tensor, positions: torch.Tensor, cache_loc: torch.Tensor,
                 commit_lens: torch.Tensor | None) -> None:
-        """kv_materialize aux (N, K*H) at positions/cache_loc (N,), committed columns only."""
+        """kv_materialize aux (N, K*H) at positions/cache_loc (N,); with commit_lens (bs,),
+        N = bs * width and only each row's first commit_len columns are written."""
         ops.kv_materialize(context_hidden(self.drafter, aux), self.drafter.w_kv,
                            self.drafter.k_norm, self.drafter.cos_sin, positions, cache_loc,
                            self.pool.draft_k, self.pool.draft_v,
                            eps=self.drafter.config.model.rms_norm_eps,
                            commit_lens=commit_lens,
-                           block_size=None if commit_lens is None else self.block_size)
+                           block_size=None if commit_lens is None
+                           else positions.numel() // commit_lens.numel())
 
     def _draft(self, block_ids, positions, cache_loc, req_rows, kv_lens) -> torch.Tensor:
         batch = ForwardBatch(positions, cache_loc, req_rows, kv_lens)

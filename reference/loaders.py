@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 from common.engine_options import EngineOptions
 from reference.config import ConfigError, DFlashConfig, ModelConfig
 from reference.dflash import DFlashProposer, Drafter
+from reference.dflash_tree import DFlashTreeProposer
 from reference.model import LayerWeights, Target, rope_cache
 
 QWEN3_8B = dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
@@ -176,13 +177,18 @@ def drafter_from_state_dict(cfg: DFlashConfig, weights: dict, target: Target,
     )
 
 
-def load_dflash(path, target: Target, *, block_size: int | None = None) -> DFlashProposer:
-    """Load a z-lab DFlash drafter directory for `target`; returns its proposer."""
+def load_dflash(path, target: Target, *, block_size: int | None = None,
+                tree_budget: int | None = None) -> DFlashProposer:
+    """Load a z-lab DFlash drafter directory for `target`; returns its proposer, which
+    verifies a tree of `tree_budget` nodes (anchor included) per round when given
+    (reference/dflash_tree.py; top-4 candidates per depth), else the chain."""
     directory = Path(path)
     where = f"{directory}/config.json"
     cfg = DFlashConfig.from_dict(_read_json(directory / "config.json", "drafter config"),
                                  target.config, block_size, where)
     drafter = drafter_from_state_dict(cfg, read_safetensors(directory), target, str(directory))
+    if tree_budget is not None:
+        return DFlashTreeProposer(drafter, target, cfg.block_size, tree_budget)
     return DFlashProposer(drafter, target, block_size=cfg.block_size)
 
 

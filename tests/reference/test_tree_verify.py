@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
 
+from reference.dflash_tree import DFlashTreeProposer
 from reference.engine import Engine, runtime
+from reference.generate import generate
+from reference.loaders import load_dflash
+from reference.methods import build
 from reference.model import ForwardBatch
 from reference.tree import accept_greedy, build_tree, compact_path, verify_tree
 from reference.verify import Sampling
@@ -69,3 +75,94 @@ def test_tree_logits_are_each_paths_logits(target, hf_model, lens, depth, k, bud
     finally:
         for r in rows:
             pool.release(r)
+
+
+@settings(max_examples=10, deadline=None)
+@given(lens=st.lists(st.integers(1, 10), min_size=1, max_size=4), max_new=st.integers(1, 24),
+       budget=st.sampled_from([2, 5, 9, 16]), top_k=st.integers(1, 3),
+       stop_at=st.none() | st.integers(0, 23), lookahead=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_greedy_tree_decoding_equals_plain_greedy(target, drafter_dir, lens, max_new, budget,
+                                                  top_k, stop_at, lookahead, seed):
+    """The DFlash drafter (random weights) verified as trees of every budget: tokens equal
+    plain greedy decoding, each round commits 1..B tokens, and no slot is lost."""
+    note(f"{lens=} {max_new=} {budget=} {top_k=} {stop_at=} {lookahead=} {seed=}")
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(0, target.config.vocab_size, (n,), generator=g).tolist()
+               for n in lens]
+    full = generate(target, prompts, max_new_tokens=max_new)
+    stop = () if stop_at is None else (full.tokens[0][min(stop_at, len(full.tokens[0]) - 1)],)
+    plain = generate(target, prompts, max_new_tokens=max_new, stop_token_ids=stop)
+    spec = f"dflash:path={drafter_dir},tree_budget={budget},tree_top_k={top_k}"
+    proposer = build(spec, target)
+    out = generate(target, prompts, proposer=proposer, max_new_tokens=max_new,
+                   stop_token_ids=stop, lookahead=lookahead, check=True)
+    assert out.tokens == plain.tokens
+    depth = proposer.depth
+    assert all(1 <= c <= depth + 1 for cs in out.accept_lengths for c in cs)
+    pool = target.runtime.pool
+    pool.check()
+    assert pool.free_slots == pool.num_slots - 1
+
+
+def test_tree_of_one_candidate_is_the_chain(target, drafter_dir):
+    """top-k 1 and N = B: the same tokens and the same commit lengths as chain DFlash."""
+    g = torch.Generator().manual_seed(7)
+    prompts = [torch.randint(0, target.config.vocab_size, (n,), generator=g).tolist()
+               for n in (6, 3, 9)]
+    chain = load_dflash(drafter_dir, target)
+    b = chain.block_size
+    tree = build(f"dflash:path={drafter_dir},tree_budget={b},tree_top_k=1", target)
+    want = generate(target, prompts, proposer=chain, max_new_tokens=30)
+    got = generate(target, prompts, proposer=tree, max_new_tokens=30)
+    assert got.tokens == want.tokens and got.accept_lengths == want.accept_lengths
+
+
+class OracleTree(DFlashTreeProposer):
+    """Tree verification of drafts that know the target's greedy stream: at each depth the
+    true token sits at a random rank among the top-k (so accepted paths run through later
+    siblings), with probability `hit` per depth, else it is absent."""
+
+    def __init__(self, drafter, target, streams, budget, top_k, hit, seed):
+        super().__init__(drafter, target, None, budget, top_k)
+        self.streams, self.hit = streams, hit
+        self.rng = torch.Generator().manual_seed(seed)
+
+    def bind(self, target, pool, graphs, *args):
+        super().bind(target, pool, graphs, *args)
+        rows = pool.req_to_token.shape[0]
+        self.stream = torch.zeros(rows, max(map(len, self.streams)) + 64, dtype=torch.int64)
+        self.prompt_len = torch.zeros(rows, dtype=torch.int64)
+
+    def start(self, rows, request_ids, prompt_lens):
+        for row, rid, n in zip(rows, request_ids, prompt_lens):
+            self.stream[row, : len(self.streams[rid])] = torch.tensor(self.streams[rid])
+            self.prompt_len[row] = n
+
+    def draft_log_q(self, rows, prefix_lens, pending):
+        bs, vocab = rows.shape[0], self.target.config.vocab_size
+        logits = torch.randn(bs, self.depth, vocab, generator=self.rng)
+        index = (prefix_lens[:, None] + 1 + torch.arange(self.depth)
+                 - self.prompt_len[rows][:, None]).clamp(0, self.stream.shape[1] - 1)
+        true = self.stream[rows[:, None], index]  # (bs, D) the greedy token at each depth
+        rank = torch.randint(0, self.top_k, (bs, self.depth), generator=self.rng)
+        hit = torch.rand(bs, self.depth, generator=self.rng) < self.hit
+        top = logits.topk(self.top_k, dim=-1).values  # place `true` at its rank's score
+        score = top.gather(2, rank[..., None])[..., 0] + 1e-3
+        logits.scatter_(2, true[..., None], torch.where(hit, score, -1e9)[..., None])
+        return logits.log_softmax(-1)
+
+
+@pytest.mark.parametrize("budget,top_k,hit", [(9, 3, 0.9), (16, 2, 0.8), (5, 3, 1.0)])
+def test_deep_trees_stay_lossless(target, drafter_dir, budget, top_k, hit):
+    """Paths accepted through second and third candidates: compaction and injection keep
+    every later round exact, and rounds commit long paths."""
+    g = torch.Generator().manual_seed(budget)
+    prompts = [torch.randint(0, target.config.vocab_size, (n,), generator=g).tolist()
+               for n in (5, 9, 2)]
+    plain = generate(target, prompts, max_new_tokens=40)
+    drafter = load_dflash(drafter_dir, target).drafter
+    tree = OracleTree(drafter, target, plain.tokens, budget, top_k, hit, seed=budget)
+    out = generate(target, prompts, proposer=tree, max_new_tokens=40, check=True)
+    assert out.tokens == plain.tokens
+    assert out.stats["tau"] > 1.5
