@@ -1,14 +1,23 @@
 """DFlash with tree verification: one draft forward, a tree of N nodes, one verify forward.
 
-A round (greedy decoding): the DFlash drafter drafts the block [anchor, MASK * (B-1)] as in
-the chain and gives q_d at every depth d; `build_tree` keeps the best N-1 paths by product of
-draft probabilities (top-k per depth); `verify_tree` runs the target over the N nodes with
-the ancestor mask; `accept_greedy` takes the longest path the target agrees with and the
-bonus after it; `compact_path` moves that path's slots to positions prefix + depth (the
-draft pool shares them); the path's captured target states are injected into the draft pool
-at those positions, as the chain injects its committed columns. With top-k 1 and N = B the
-tree is the chain. Sampling (temperature > 0) needs the tree's own lossless rule and is
-refused here. Options of the `dflash` method: `tree_budget` N, `tree_top_k` k.
+A round: the DFlash drafter drafts the block [anchor, MASK * (B-1)] as in the chain and
+gives q_d at every depth d; `build_tree` keeps the best N-1 paths by product of draft
+probabilities (top-k per depth); `verify_tree` runs the target over the N nodes with the
+ancestor mask; `accept_greedy` takes the longest path whose every token is the target's
+choice at its parent (the argmax, or at temperature > 0 a token sampled from the target's
+distribution p at every node) and the choice after it is the bonus; `compact_path` moves
+that path's slots to positions prefix + depth (the draft pool shares them); the path's
+captured target states are injected into the draft pool at those positions, as the chain
+injects its committed columns. With top-k 1 and N = B the
+tree is the chain.
+
+Sampling is lossless: at each accepted node the next token is one sample from p at that
+node; the tree only decides whether that sample's K/V is already computed (a child carries
+it) or the round ends with it as the bonus. Every emitted token is therefore drawn from the
+target's own conditional, as in plain sampling (for deterministic candidates this is the
+recursive rejection over siblings of SpecInfer: accept child c with p'(c), remove it from
+the residual p', try the next). Options of the `dflash` method: `tree_budget` N,
+`tree_top_k` k.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import torch
 from reference.dflash import DFlashProposer, Drafter, draft_forward
 from reference.model import ForwardBatch, Target
 from reference.tree import accept_greedy, build_tree, compact_path, verify_tree
+from reference.verify import target_probs
 
 
 class DFlashTreeProposer(DFlashProposer):
@@ -32,11 +42,6 @@ class DFlashTreeProposer(DFlashProposer):
             raise ValueError(f"tree_budget and tree_top_k must be >= 1, got {budget}, {top_k}")
         self.depth, self.budget, self.top_k = self.block_size - 1, budget, top_k
         self.block_size = max(budget, self.block_size)  # KV positions a round writes
-
-    def bind(self, target, pool, graphs, *args) -> None:
-        super().bind(target, pool, graphs, *args)
-        if not self.sampling.greedy:
-            raise ValueError("tree verification runs greedy decoding only (temperature 0)")
 
     def draft_log_q(self, rows: torch.Tensor, prefix_lens: torch.Tensor,
                     pending: torch.Tensor) -> torch.Tensor:
@@ -57,7 +62,12 @@ class DFlashTreeProposer(DFlashProposer):
         tree = build_tree(pending, log_q, self.budget, self.top_k)
         verify, aux = verify_tree(self.target, self.pool, tree, rows, prefix_lens,
                                   self.target_layer_ids)
-        res = accept_greedy(tree, verify.argmax(dim=-1), self.depth)
+        if self.sampling.greedy:
+            choice = verify.argmax(dim=-1)
+        else:  # one sample from p per node, (bs, N)
+            p = target_probs(verify, self.sampling)
+            choice = torch.multinomial(p.flatten(0, 1), 1, generator=self.gen).view(p.shape[:2])
+        res = accept_greedy(tree, choice, self.depth)
         compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, self.budget)
         commit = (res.accept_lens + 1) * valid
         path = res.path.clamp(min=0)  # (bs, B) nodes of the accepted path, root first

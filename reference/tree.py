@@ -129,8 +129,10 @@ class TreeAccept(NamedTuple):
 
 
 def accept_greedy(tree: Tree, target_argmax: torch.Tensor, depth_max: int) -> TreeAccept:
-    """Greedy tree acceptance. target_argmax: (bs, N) i64, the target's argmax at each node
-    (from the tree-masked verify forward); depth_max: D = B-1."""
+    """Tree acceptance against the target's choice at each node. target_argmax: (bs, N) i64,
+    the target's argmax at each node (from the tree-masked verify forward), or a token
+    sampled from its distribution there (lossless sampling, reference/dflash_tree.py);
+    depth_max: D = B-1."""
     bs, n = tree.tokens.shape
     dev = tree.tokens.device
     rows = torch.arange(bs, device=dev)

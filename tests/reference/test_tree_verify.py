@@ -17,6 +17,8 @@ from reference.methods import build
 from reference.model import ForwardBatch
 from reference.tree import accept_greedy, build_tree, compact_path, verify_tree
 from reference.verify import Sampling
+from tests.reference.conftest import TINY, drafter_config, write_drafter
+from tests.reference.test_selfspec_sampling import chi2_pvalue, exact_joint_23
 
 
 def _hf_last_logits(hf_model, ids: list[int]) -> torch.Tensor:
@@ -166,3 +168,20 @@ def test_deep_trees_stay_lossless(target, drafter_dir, budget, top_k, hit):
     out = generate(target, prompts, proposer=tree, max_new_tokens=40, check=True)
     assert out.tokens == plain.tokens
     assert out.stats["tau"] > 1.5
+
+
+def test_tree_sampling_keeps_the_target_distribution(small_vocab, tmp_path):
+    """Tokens 2 and 3 after a fixed prompt at T = 1 come from the first tree round (depths 1
+    and 2 of a 9-node, top-3 tree drafted by a random drafter): their joint must be the
+    target's, computed exactly by enumeration under transformers (chi-square, 4000 rows)."""
+    target, model = small_vocab
+    write_drafter(tmp_path, drafter_config({**TINY, "vocab_size": 8}, block_size=4))
+    proposer = load_dflash(tmp_path, target, tree_budget=9)
+    proposer.top_k = 3
+    prompt, rows = [3, 1, 4], 4000
+    out = generate(target, [prompt] * rows, proposer=proposer, max_new_tokens=3,
+                   temperature=1.0, seed=13)
+    joint = exact_joint_23(model, prompt).reshape(-1)
+    cells = torch.tensor([t[1] * 8 + t[2] for t in out.tokens])
+    assert chi2_pvalue(torch.bincount(cells, minlength=64), joint) > 1e-3
+    assert max(c for cs in out.accept_lengths for c in cs) > 1  # some rounds took a path
