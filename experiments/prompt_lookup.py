@@ -1,41 +1,21 @@
 """`python -m experiments.prompt_lookup [--num-prompts N] [--out DIR]`: prompt-lookup
 (n-gram) drafting next to DFlash on the zoo target's held-out test prompts.
 
-Every method is built through the registry (reference/methods/) and decodes the first N
-prompts of the committed test set (experiments/zoo/prompts) greedily, up to
---max-new-tokens new tokens or the end-of-text token: DFlash with the zoo's B = 16 and
-B = 8 drafters, prompt lookup at B = 8 and 16 (n-grams 3..1, no drafter). For each: tau
-(mean commit length per round, pooled over rounds) with 2 SE over requests, tau on the
-low-repetition stratum (outputs whose 4-gram repetition is below 0.3) with its count, and
-whether every output equals plain greedy decoding. Writes results.md, results.json and, for
-the simulator's `acceptance=replay`, the prompt-lookup commit lengths per request
-(replay_prompt_lookup_b8.json). CPU, fp32; minutes at the default size.
+DFlash with the zoo's B = 16 and B = 8 drafters and prompt lookup at B = 8 and 16 (n-grams
+3..1, no drafter), compared by experiments/zoo_methods.py. Writes results.md, results.json
+and, for the simulator's `acceptance=replay`, the prompt-lookup B = 8 commit lengths per
+request (replay_prompt_lookup_b8.json). CPU, fp32; minutes at the default size.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
-import torch
-
-from experiments.acceptance_stats import (
-    LOW_REPETITION,
-    low_repetition_tau,
-    pooled_tau,
-    repetition_rate,
-    tau_standard_error,
-)
-from reference.generate import generate
-from reference.loaders import load_target
-from reference.methods import MethodSpec, build
+from experiments.zoo_methods import ZOO, compare, table
+from reference.methods import MethodSpec
 from reference.methods.variants import drafter_spec
-from toy.eval_sets import held_out_prompts
-from toy.tokenizer import EOT, load_tokenizer
-
-ZOO = Path("experiments/zoo")
 
 
 def methods(zoo: Path) -> dict[str, MethodSpec]:
@@ -45,46 +25,6 @@ def methods(zoo: Path) -> dict[str, MethodSpec]:
             "prompt lookup B = 16": MethodSpec.of("prompt_lookup", block_size=16)}
 
 
-def run(args) -> dict:
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    target = load_target(args.zoo / "target", device="cpu", dtype=torch.float32)
-    tok_path = args.zoo / "tokenizer" / "tokenizer.json"
-    prompts = held_out_prompts(tok_path, "test", args.num_prompts)
-    kw = dict(max_new_tokens=args.max_new_tokens,
-              stop_token_ids=(load_tokenizer(tok_path).token_to_id(EOT),))
-    plain = generate(target, prompts, **kw)
-    rows, replay = [], None
-    for label, spec in methods(args.zoo).items():
-        start = time.perf_counter()
-        out = generate(target, prompts, proposer=build(spec, target), **kw)
-        low = low_repetition_tau(out.accept_lengths, out.tokens)
-        rows.append({"method": label, "spec": str(spec), "tau": pooled_tau(out.accept_lengths),
-                     "tau_2se": 2 * tau_standard_error(out.accept_lengths),
-                     "low_rep_tau": low["tau"], "low_rep_2se": 2 * low["tau_se"],
-                     "low_rep_requests": low["requests"], "requests": len(prompts),
-                     "repetition": repetition_rate(out.tokens),
-                     "lossless": out.tokens == plain.tokens,
-                     "wall_s": time.perf_counter() - start})
-        print(f"{label}: tau {rows[-1]['tau']:.3f}", flush=True)
-        if spec == MethodSpec.of("prompt_lookup", block_size=8):
-            replay = out.accept_lengths
-    return {"rows": rows, "replay": replay}
-
-
-def markdown(rows: list[dict], args) -> str:
-    lines = [f"Zoo target, first {args.num_prompts} prompts of the committed test set, greedy, "
-             f"<= {args.max_new_tokens} new tokens. tau = mean commit length per round, "
-             f"pooled over rounds; low repetition = outputs with 4-gram repetition < "
-             f"{LOW_REPETITION}.", "",
-             "| method | tau ± 2 SE | low-repetition tau ± 2 SE (requests) | lossless |",
-             "| --- | --- | --- | --- |"]
-    for r in rows:
-        lines.append(f"| {r['method']} | {r['tau']:.2f} ± {r['tau_2se']:.2f} | "
-                     f"{r['low_rep_tau']:.2f} ± {r['low_rep_2se']:.2f} "
-                     f"({r['low_rep_requests']} of {r['requests']}) | {r['lossless']} |")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--zoo", type=Path, default=ZOO)
@@ -92,14 +32,17 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", type=Path, default=Path("experiments/prompt_lookup"))
     args = p.parse_args(argv)
-    result = run(args)
+    rows = compare(args.zoo, methods(args.zoo), args.num_prompts, args.max_new_tokens)
+    commits = {r["method"]: r.pop("accept_lengths") for r in rows}
+    replay = commits["prompt lookup B = 8"]
+    text = table(rows, args.num_prompts, args.max_new_tokens)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.md").write_text(markdown(result["rows"], args))
+    (args.out / "results.md").write_text(text)
     (args.out / "results.json").write_text(json.dumps(
         {"command": "python -m experiments.prompt_lookup " + " ".join(argv or []),
-         "rows": result["rows"]}, indent=1))
-    (args.out / "replay_prompt_lookup_b8.json").write_text(json.dumps(result["replay"]))
-    print(markdown(result["rows"], args))
+         "rows": rows}, indent=1))
+    (args.out / "replay_prompt_lookup_b8.json").write_text(json.dumps(replay))
+    print(text)
     return 0
 
 

@@ -1,0 +1,78 @@
+"""Registered methods side by side on the zoo target's committed held-out test prompts (CPU).
+
+`compare(zoo, methods, num_prompts, max_new_tokens)` decodes the first N prompts of the
+committed test set greedily (up to max_new_tokens or the end-of-text token) with plain
+decoding and then with each method, built through the registry, and returns one row per
+method: tau (mean commit length per round, pooled over rounds) with 2 SE over requests,
+tau on the low-repetition stratum with its count, the outputs' repetition, whether every
+output equals plain greedy decoding, the wall time, and the commit lengths per request.
+`table` renders the rows. Used by experiments/prompt_lookup.py and tree_budget.py.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from experiments.acceptance_stats import (
+    LOW_REPETITION,
+    low_repetition_tau,
+    pooled_tau,
+    repetition_rate,
+    tau_standard_error,
+)
+from reference.generate import generate
+from reference.loaders import load_target
+from reference.methods import MethodSpec, build
+from toy.eval_sets import held_out_prompts
+from toy.tokenizer import EOT, load_tokenizer
+
+ZOO = Path("experiments/zoo")
+
+
+def compare(zoo: Path, methods: dict[str, MethodSpec], num_prompts: int,
+            max_new_tokens: int) -> list[dict]:
+    """One row per method (labels as the dict's keys), in order (module docstring)."""
+    target = load_target(zoo / "target", device="cpu", dtype=torch.float32)
+    tok_path = zoo / "tokenizer" / "tokenizer.json"
+    prompts = held_out_prompts(tok_path, "test", num_prompts)
+    kw = dict(max_new_tokens=max_new_tokens,
+              stop_token_ids=(load_tokenizer(tok_path).token_to_id(EOT),))
+    plain = generate(target, prompts, **kw)
+    rows = []
+    for label, spec in methods.items():
+        start = time.perf_counter()
+        out = generate(target, prompts, proposer=build(spec, target), **kw)
+        low = low_repetition_tau(out.accept_lengths, out.tokens)
+        rows.append({"method": label, "spec": str(spec), "tau": pooled_tau(out.accept_lengths),
+                     "tau_2se": 2 * tau_standard_error(out.accept_lengths),
+                     "low_rep_tau": low["tau"], "low_rep_2se": 2 * low["tau_se"],
+                     "low_rep_requests": low["requests"], "requests": len(prompts),
+                     "repetition": repetition_rate(out.tokens),
+                     "lossless": out.tokens == plain.tokens,
+                     "wall_s": time.perf_counter() - start,
+                     "accept_lengths": out.accept_lengths})
+        print(f"{label}: tau {rows[-1]['tau']:.3f}", flush=True)
+    return rows
+
+
+def table(rows: list[dict], num_prompts: int, max_new_tokens: int,
+          baseline: bool = False) -> str:
+    """Markdown: the setting, then one line per row (with tau over the first row's if
+    `baseline`)."""
+    lines = [f"Zoo target, first {num_prompts} prompts of the committed test set, greedy, "
+             f"<= {max_new_tokens} new tokens. tau = mean commit length per round, "
+             f"pooled over rounds; low repetition = outputs with 4-gram repetition < "
+             f"{LOW_REPETITION}.", "",
+             "| method | tau ± 2 SE |" + (" vs first |" if baseline else "")
+             + " low-repetition tau ± 2 SE (requests) | lossless | wall s |",
+             "| --- | --- |" + (" --- |" if baseline else "") + " --- | --- | --- |"]
+    for r in rows:
+        ratio = f" {r['tau'] / rows[0]['tau']:.2f}x |" if baseline else ""
+        lines.append(f"| {r['method']} | {r['tau']:.2f} ± {r['tau_2se']:.2f} |{ratio} "
+                     f"{r['low_rep_tau']:.2f} ± {r['low_rep_2se']:.2f} "
+                     f"({r['low_rep_requests']} of {r['requests']}) | {r['lossless']} | "
+                     f"{r['wall_s']:.0f} |")
+    return "\n".join(lines) + "\n"
