@@ -26,7 +26,7 @@ import torch
 
 from reference.dflash import DFlashProposer, Drafter, draft_forward
 from reference.model import ForwardBatch, Target
-from reference.tree import accept_greedy, build_tree, compact_path, verify_tree
+from reference.tree import Tree, accept_greedy, build_tree, compact_path, verify_tree
 from reference.verify import target_probs
 
 
@@ -56,26 +56,45 @@ class DFlashTreeProposer(DFlashProposer):
                                self.pool.req_to_token, self.pool.draft_k, self.pool.draft_v)
         return logits.float().log_softmax(-1)
 
-    def run_round(self, rows, prefix_lens, pending, valid, live):
-        positions = prefix_lens[:, None] + torch.arange(self.depth + 1, device=rows.device)
+    def _draft_and_verify(self, rows, prefix_lens, pending):
+        """Draft, build the tree, verify it: (the target's choice (bs, N) i64 at greedy, else
+        logits (bs, N, V)), the tree's four (bs, N) tensors, and the captured states."""
         log_q = self.draft_log_q(rows, prefix_lens, pending)
         tree = build_tree(pending, log_q, self.budget, self.top_k)
-        verify, aux = verify_tree(self.target, self.pool, tree, rows, prefix_lens,
-                                  self.target_layer_ids)
-        if self.sampling.greedy:
-            choice = verify.argmax(dim=-1)
-        else:  # one sample from p per node, (bs, N)
-            p = target_probs(verify, self.sampling)
-            choice = torch.multinomial(p.flatten(0, 1), 1, generator=self.gen).view(p.shape[:2])
+        logits, aux = verify_tree(self.target, self.pool, tree, rows, prefix_lens,
+                                  self.target_layer_ids, self.depth)
+        head = logits.argmax(dim=-1) if self.sampling.greedy else logits
+        return (head, *tree, aux)
+
+    def _accept_and_commit(self, choice, tokens, parents, depth, log_score, aux, rows,
+                           prefix_lens, valid):
+        """Accept against `choice` (bs, N), compact the path's slots, inject its states:
+        (commit_lens (bs,) i64, out_tokens (bs, B) i64)."""
+        tree = Tree(tokens, parents, depth, log_score)
         res = accept_greedy(tree, choice, self.depth)
         compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, self.budget)
         commit = (res.accept_lens + 1) * valid
+        positions = prefix_lens[:, None] + torch.arange(self.depth + 1, device=rows.device)
         path = res.path.clamp(min=0)  # (bs, B) nodes of the accepted path, root first
         path_aux = aux.gather(1, path[:, :, None].expand(-1, -1, aux.shape[-1]))
         loc = self.pool.req_to_token[rows].long().gather(1, positions)
         self._inject(path_aux.flatten(0, 1), positions.reshape(-1), loc.reshape(-1),
                      commit.to(torch.int32))
-        drafted = tree.tokens.gather(1, path[:, 1:])  # (bs, B-1) path tokens after the root
+        drafted = tokens.gather(1, path[:, 1:])  # (bs, B-1) path tokens after the root
         out = torch.cat([drafted, torch.zeros_like(drafted[:, :1])], dim=1)
         out.scatter_(1, res.accept_lens[:, None], res.bonus[:, None])
         return commit, out
+
+    def run_round(self, rows, prefix_lens, pending, valid, live):
+        """Two CUDA graphs per (batch bucket, N): draft + tree + verify, then accept + compact
+        + inject; at temperature > 0 the per-node samples are drawn between them, eagerly."""
+        key = (id(self), self.budget, self.top_k, self.sampling.greedy)
+        head, *tree, aux = self.graphs.run(("tree_verify", key), self._draft_and_verify,
+                                           rows, prefix_lens, pending)
+        if self.sampling.greedy:
+            choice = head
+        else:  # one sample from p per node, (bs, N)
+            p = target_probs(head, self.sampling)
+            choice = torch.multinomial(p.flatten(0, 1), 1, generator=self.gen).view(p.shape[:2])
+        return self.graphs.run(("tree_commit", key), self._accept_and_commit, choice, *tree,
+                               aux, rows, prefix_lens, valid)

@@ -8,10 +8,12 @@ from the root. `build_tree` adds nodes best-first by that product (DDTree / JetS
 which keeps the node set closed under parents because every factor is at most 1; the chain
 is the case k = 1, N = B.
 
-Best-first runs with the classic frontier of a k-ary tree ordered by score: picking a node
-pushes its first child (rank 0 at the next depth) and its next sibling (the next rank under
-the same parent), so after t picks the frontier holds at most t + 1 entries. The loop is over
-the budget (N-1 picks), each pick one batched tensor step for every request at once.
+Because q_d does not depend on the tokens above it, the best N-1 paths are found in D
+batched steps rather than N-1 picks: the best M = N-1 paths of depth d extend only the best M
+of depth d-1 (a path's score is at most its parent's), so a beam of width M per depth, then
+the best M over all beams, gives exactly the best-first set. The ancestor mask and the
+acceptance walk are D steps of pointer jumping. Every step is a fixed-shape tensor op with no
+host sync, so a whole round is captured in a CUDA graph per (batch bucket, N).
 
 Greedy acceptance (`accept_greedy`): node i is accepted when its parent is and its token is
 the target's argmax at its parent; the accepted nodes form one root path (siblings carry
@@ -47,73 +49,65 @@ def build_tree(anchor: torch.Tensor, log_q: torch.Tensor, budget: int, top_k: in
 
     anchor: (bs,) i64; log_q: (bs, D, V) log draft distributions of depths 1..D (D = B-1);
     budget: N >= 1 nodes, anchor included; top_k: candidates per depth (k >= 1).
+
+    A fixed number of batched steps, whatever N (module docstring): a beam of the best M =
+    N-1 rank paths per depth, then the best M of all beams. Nodes come in order of score
+    (ties: shallower first), so parents precede their children.
     """
     bs, depth_max, _ = log_q.shape
     if budget < 1 or top_k < 1:
         raise ValueError(f"budget and top_k must be >= 1, got {budget} and {top_k}")
     dev = log_q.device
-    k = min(top_k, log_q.shape[-1])
-    cand_lp, cand_tok = log_q.float().topk(k, dim=-1)  # (bs, D, k), descending
     tokens = torch.zeros(bs, budget, dtype=torch.int64, device=dev)
     parents = torch.full((bs, budget), -1, dtype=torch.int64, device=dev)
     depth = torch.zeros(bs, budget, dtype=torch.int64, device=dev)
-    score = torch.zeros(bs, budget, dtype=torch.float32, device=dev)
-    tokens[:, 0] = anchor
-    # frontier entries: (score, parent node, depth, rank); -inf marks an empty slot
-    size = budget + 1
-    f_score = torch.full((bs, size), float("-inf"), device=dev)
-    f_parent = torch.zeros(bs, size, dtype=torch.int64, device=dev)
-    f_depth = torch.ones(bs, size, dtype=torch.int64, device=dev)
-    f_rank = torch.zeros(bs, size, dtype=torch.int64, device=dev)
-    rows = torch.arange(bs, device=dev)
-    score[:, 1:] = float("-inf")  # padding until picked
-    if depth_max == 0:  # B = 1: nothing is drafted
+    score = torch.full((bs, budget), float("-inf"), device=dev)
+    tokens[:, 0], score[:, 0] = anchor, 0.0
+    m = budget - 1
+    if m == 0 or depth_max == 0:  # nothing is drafted
         return Tree(tokens, parents, depth, score)
-    f_score[:, 0] = cand_lp[:, 0, 0]  # the root's first child
-    for n in range(1, budget):
-        pick = f_score.argmax(dim=1)  # (bs,)
-        s, par = f_score[rows, pick], f_parent[rows, pick]
-        d, r = f_depth[rows, pick], f_rank[rows, pick]
-        live = torch.isfinite(s)  # a request whose tree is complete keeps padding nodes
-        tokens[:, n] = torch.where(live, cand_tok[rows, (d - 1).clamp(max=depth_max - 1),
-                                                  r.clamp(max=k - 1)], 0)
-        parents[:, n] = torch.where(live, par, 0)
-        depth[:, n] = torch.where(live, d, 0)
-        score[:, n] = torch.where(live, s, float("-inf"))
-        f_score[rows, pick] = float("-inf")
-        # next sibling (same parent, next rank) goes where the pick was
-        sib = live & (r + 1 < k)
-        sib_score = s - _lp(cand_lp, d, r) + _lp(cand_lp, d, r + 1)
-        f_score[rows, pick] = torch.where(sib, sib_score, float("-inf"))
-        f_parent[rows, pick], f_depth[rows, pick], f_rank[rows, pick] = par, d, r + 1
-        # first child (next depth, rank 0) goes to free slot n
-        child = live & (d < depth_max)
-        f_score[:, n] = torch.where(child, s + _lp(cand_lp, d + 1, torch.zeros_like(r)),
-                                    float("-inf"))
-        f_parent[:, n], f_depth[:, n], f_rank[:, n] = n, d + 1, 0
+    cand_lp, cand_tok = log_q.float().topk(min(top_k, log_q.shape[-1]), dim=-1)  # (bs, D, k)
+    k = cand_lp.shape[-1]
+    beam = torch.zeros(bs, 1, device=dev)  # the root
+    levels = []  # per depth: (score, parent index in the level above, token), each (bs, W)
+    for d in range(depth_max):
+        ext = (beam[:, :, None] + cand_lp[:, d, None, :]).flatten(1)  # (bs, W*k)
+        beam, idx = ext.topk(min(m, ext.shape[1]), dim=1)  # descending
+        levels.append((beam, idx // k, cand_tok[:, d].gather(1, idx % k)))
+    widths = [lv[0].shape[1] for lv in levels]
+    offsets = [sum(widths[:d]) for d in range(depth_max)]
+    pad = max(0, m - sum(widths))  # fewer rank paths than M: -inf padding candidates
+    c_score = torch.cat([lv[0] for lv in levels] + [beam.new_full((bs, pad), float("-inf"))],
+                        dim=1)  # (bs, C), depth-major
+    c_parent = torch.cat([torch.full_like(levels[0][1], -1)]
+                         + [lv[1] + off for lv, off in zip(levels[1:], offsets)]
+                         + [levels[0][1].new_full((bs, pad), -1)], dim=1)
+    c_depth = torch.cat([torch.full_like(lv[1], d + 1) for d, lv in enumerate(levels)]
+                        + [levels[0][1].new_zeros((bs, pad))], dim=1)
+    c_token = torch.cat([lv[2] for lv in levels] + [levels[0][2].new_zeros((bs, pad))], dim=1)
+    order = c_score.sort(dim=1, descending=True, stable=True).indices[:, :m]  # (bs, M)
+    node_of = torch.zeros_like(c_parent)  # candidate -> node (0: the root / not chosen)
+    node_of.scatter_(1, order, torch.arange(1, m + 1, device=dev).expand(bs, -1))
+    real = torch.isfinite(c_score.gather(1, order))
+    par = c_parent.gather(1, order)
+    parents[:, 1:] = torch.where(real & (par >= 0), node_of.gather(1, par.clamp(min=0)), 0)
+    tokens[:, 1:] = torch.where(real, c_token.gather(1, order), 0)
+    depth[:, 1:] = torch.where(real, c_depth.gather(1, order), 0)
+    score[:, 1:] = torch.where(real, c_score.gather(1, order), float("-inf"))
     return Tree(tokens, parents, depth, score)
 
 
-def _lp(cand_lp: torch.Tensor, d: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-    """log q of candidate rank r at depth d (1-based), (bs,), 0 where out of range."""
-    bs, depth_max, k = cand_lp.shape
-    rows = torch.arange(bs, device=cand_lp.device)
-    ok = (d >= 1) & (d <= depth_max) & (r < k)
-    val = cand_lp[rows, (d - 1).clamp(0, depth_max - 1), r.clamp(0, k - 1)]
-    return torch.where(ok, val, torch.zeros_like(val))
-
-
-def ancestors(parents: torch.Tensor) -> torch.Tensor:
+def ancestors(parents: torch.Tensor, max_depth: int | None = None) -> torch.Tensor:
     """(bs, N, N) bool: [b, i, j] when node j is node i or one of its ancestors (the
     attention mask inside a tree: a node sees its own path). parents: (bs, N), -1 at the
-    root, each parent before its child."""
+    root; max_depth: the deepest node's depth, if known (else N-1), the number of jumps."""
     bs, n = parents.shape
-    eye = torch.eye(n, dtype=torch.bool, device=parents.device).expand(bs, n, n)
-    out = eye.clone()
-    for i in range(1, n):  # row i = own bit | row of its parent (parents come first)
-        par = parents[:, i].clamp(min=0)
-        out[:, i] |= out[torch.arange(bs, device=parents.device), par] & (parents[:, i] >= 0
-                                                                          )[:, None]
+    node = torch.arange(n, device=parents.device)
+    out = (node[:, None] == node[None, :]).expand(bs, n, n).clone()
+    cur = node.expand(bs, n)
+    for _ in range(n - 1 if max_depth is None else max_depth):
+        cur = torch.where(cur >= 0, parents.gather(1, cur.clamp(min=0)), -1)
+        out |= cur[:, :, None] == node
     return out
 
 
@@ -132,17 +126,17 @@ def accept_greedy(tree: Tree, target_argmax: torch.Tensor, depth_max: int) -> Tr
     """Tree acceptance against the target's choice at each node. target_argmax: (bs, N) i64,
     the target's argmax at each node (from the tree-masked verify forward), or a token
     sampled from its distribution there (lossless sampling, reference/dflash_tree.py);
-    depth_max: D = B-1."""
+    depth_max: D = B-1, the deepest a node can be."""
     bs, n = tree.tokens.shape
     dev = tree.tokens.device
     rows = torch.arange(bs, device=dev)
-    ok = torch.zeros(bs, n, dtype=torch.bool, device=dev)
-    ok[:, 0] = True
-    for i in range(1, n):
-        par = tree.parents[:, i].clamp(min=0)
-        match = tree.tokens[:, i] == target_argmax[rows, par]
-        ok[:, i] = ok[rows, par] & match & (tree.parents[:, i] >= 0) & torch.isfinite(
-            tree.log_score[:, i])
+    par = tree.parents.clamp(min=0)
+    ok = (tree.tokens == target_argmax.gather(1, par)) & torch.isfinite(tree.log_score)
+    ok[:, 0] = True  # a node is accepted when it and every ancestor matches
+    match, cur = ok.clone(), par
+    for _ in range(depth_max - 1):
+        ok &= match.gather(1, cur)
+        cur = tree.parents.gather(1, cur).clamp(min=0)
     deepest = torch.where(ok, tree.depth, -1)
     accept = deepest.amax(dim=1)
     last = torch.where(ok & (tree.depth == accept[:, None]),
@@ -186,14 +180,14 @@ def compact_path(req_to_token: torch.Tensor, rows: torch.Tensor, prefix_lens: to
 
 
 def verify_tree(target: Target, pool, tree: Tree, rows: torch.Tensor,
-                prefix_lens: torch.Tensor, capture: tuple[int, ...] = ()
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                prefix_lens: torch.Tensor, capture: tuple[int, ...] = (),
+                max_depth: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One target forward over every tree's N nodes: logits (bs, N, V) and the captured
     layers (bs, N, K*H) or None.
 
     Node i is written at table position prefix + i (slots reserved up to prefix + N), rotated
     at token position prefix + depth_i, and sees the context and its own path (`ancestors`).
-    rows, prefix_lens: (bs,) i64; pool: the engine's KVPool.
+    rows, prefix_lens: (bs,) i64; pool: the engine's KVPool; max_depth: as `ancestors`.
     """
     n = tree.tokens.shape[1]
     positions = prefix_lens[:, None] + torch.arange(n, device=rows.device)
@@ -201,5 +195,5 @@ def verify_tree(target: Target, pool, tree: Tree, rows: torch.Tensor,
     batch = ForwardBatch(positions, cache_loc, rows, prefix_lens + n)
     hidden, aux = target.forward(tree.tokens, batch, pool.req_to_token, pool.k, pool.v,
                                  capture=capture, rope_positions=prefix_lens[:, None] + tree.depth,
-                                 tree_mask=ancestors(tree.parents))
+                                 tree_mask=ancestors(tree.parents, max_depth))
     return target.logits(hidden), aux
