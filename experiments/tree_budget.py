@@ -1,15 +1,18 @@
-"""`python -m experiments.tree_budget [--num-prompts N] [--budgets 16,32,64] [--out DIR]`:
-tau against the tree's node budget for the zoo pair (DFlash B = 16), next to the chain.
+"""`python -m experiments.tree_budget [--num-prompts N] [--budgets 16,32,64] [--temperature T]
+[--device D] [--out DIR]`: tau against the tree's node budget for the zoo pair (DFlash
+B = 16), next to the chain, paired on the same prompts.
 
 The chain, then trees of each budget (top-4 candidates per depth, reference/dflash_tree.py),
-compared by experiments/zoo_methods.py, with each tau over the chain's. Writes results.md
-and results.json. CPU, fp32; minutes at the default size.
+compared by experiments/zoo_methods.py, with each tau over the chain's and the paired
+difference to it with 2 SE. Writes results.md and results.json. fp32; minutes on the CPU at
+the default size, seconds per 1024 prompts on a GPU (`--device cuda`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from experiments.zoo_methods import ZOO, compare, table
@@ -30,18 +33,23 @@ def main(argv=None) -> int:
     p.add_argument("--num-prompts", type=int, default=64)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--budgets", default="16,32,64")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--device", default="cpu")
     p.add_argument("--out", type=Path, default=Path("experiments/tree_budget"))
     args = p.parse_args(argv)
     specs = methods(args.zoo, [int(b) for b in args.budgets.split(",")])
-    rows = compare(args.zoo, specs, args.num_prompts, args.max_new_tokens)
+    rows = compare(args.zoo, specs, args.num_prompts, args.max_new_tokens,
+                   temperature=args.temperature, device=args.device)
     for r in rows:
         r.pop("accept_lengths")
         r["vs_chain"] = r["tau"] / rows[0]["tau"]
-    text = table(rows, args.num_prompts, args.max_new_tokens, baseline=True)
+    text = table(rows, args.num_prompts, args.max_new_tokens, baseline=True,
+                 temperature=args.temperature)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(text)
     (args.out / "results.json").write_text(json.dumps(
-        {"command": "python -m experiments.tree_budget " + " ".join(argv or []),
+        {"command": "python -m experiments.tree_budget "
+                    + " ".join(sys.argv[1:] if argv is None else argv),
          "rows": rows}, indent=1))
     print(text)
     return 0

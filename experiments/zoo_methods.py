@@ -1,11 +1,13 @@
 """Registered methods side by side on the zoo target's committed held-out test prompts (CPU).
 
 `compare(zoo, methods, num_prompts, max_new_tokens)` decodes the first N prompts of the
-committed test set greedily (up to max_new_tokens or the end-of-text token) with plain
-decoding and then with each method, built through the registry, and returns one row per
-method: tau (mean commit length per round, pooled over rounds) with 2 SE over requests,
-tau on the low-repetition stratum with its count, the outputs' repetition, whether every
-output equals plain greedy decoding, the wall time, and the commit lengths per request.
+committed test set (up to max_new_tokens or the end-of-text token; greedy, or sampled at
+`temperature`) with plain decoding and then with each method, built through the registry,
+and returns one row per method: tau (mean commit length per round, pooled over rounds)
+with 2 SE over requests, the paired difference to the first method with its 2 SE (same
+prompts), tau on the low-repetition stratum with its count, the outputs' repetition,
+whether every output equals plain decoding (meaningful when greedy), the wall time, and the
+commit lengths per request.
 `table` renders the rows. Used by experiments/prompt_lookup.py and tree_budget.py.
 """
 
@@ -19,6 +21,7 @@ import torch
 from experiments.acceptance_stats import (
     LOW_REPETITION,
     low_repetition_tau,
+    paired_difference,
     pooled_tau,
     repetition_rate,
     tau_standard_error,
@@ -33,12 +36,13 @@ ZOO = Path("experiments/zoo")
 
 
 def compare(zoo: Path, methods: dict[str, MethodSpec], num_prompts: int,
-            max_new_tokens: int) -> list[dict]:
+            max_new_tokens: int, *, temperature: float = 0.0, device: str = "cpu",
+            seed: int = 0) -> list[dict]:
     """One row per method (labels as the dict's keys), in order (module docstring)."""
-    target = load_target(zoo / "target", device="cpu", dtype=torch.float32)
+    target = load_target(zoo / "target", device=device, dtype=torch.float32)
     tok_path = zoo / "tokenizer" / "tokenizer.json"
     prompts = held_out_prompts(tok_path, "test", num_prompts)
-    kw = dict(max_new_tokens=max_new_tokens,
+    kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
               stop_token_ids=(load_tokenizer(tok_path).token_to_id(EOT),))
     plain = generate(target, prompts, **kw)
     rows = []
@@ -54,24 +58,31 @@ def compare(zoo: Path, methods: dict[str, MethodSpec], num_prompts: int,
                      "lossless": out.tokens == plain.tokens,
                      "wall_s": time.perf_counter() - start,
                      "accept_lengths": out.accept_lengths})
+        first = [(sum(a), len(a)) for a in rows[0]["accept_lengths"]]
+        mine = [(sum(a), len(a)) for a in out.accept_lengths]
+        rows[-1]["diff_vs_first"] = rows[-1]["tau"] - rows[0]["tau"]
+        rows[-1]["diff_2se"] = 2 * paired_difference(mine, first)[2]
         print(f"{label}: tau {rows[-1]['tau']:.3f}", flush=True)
     return rows
 
 
 def table(rows: list[dict], num_prompts: int, max_new_tokens: int,
-          baseline: bool = False) -> str:
-    """Markdown: the setting, then one line per row (with tau over the first row's if
-    `baseline`)."""
-    lines = [f"Zoo target, first {num_prompts} prompts of the committed test set, greedy, "
+          baseline: bool = False, temperature: float = 0.0) -> str:
+    """Markdown: the setting, then one line per row (with tau over the first row's and the
+    paired difference to it if `baseline`)."""
+    how = "greedy" if temperature <= 0 else f"sampled at T = {temperature:g}"
+    lines = [f"Zoo target, first {num_prompts} prompts of the committed test set, {how}, "
              f"<= {max_new_tokens} new tokens. tau = mean commit length per round, "
              f"pooled over rounds; low repetition = outputs with 4-gram repetition < "
              f"{LOW_REPETITION}.", "",
-             "| method | tau ± 2 SE |" + (" vs first |" if baseline else "")
+             "| method | tau ± 2 SE |"
+             + (" vs first | paired diff ± 2 SE |" if baseline else "")
              + " low-repetition tau ± 2 SE (requests) | lossless | wall s |",
-             "| --- | --- |" + (" --- |" if baseline else "") + " --- | --- | --- |"]
+             "| --- | --- |" + (" --- | --- |" if baseline else "") + " --- | --- | --- |"]
     for r in rows:
-        ratio = f" {r['tau'] / rows[0]['tau']:.2f}x |" if baseline else ""
-        lines.append(f"| {r['method']} | {r['tau']:.2f} ± {r['tau_2se']:.2f} |{ratio} "
+        extra = (f" {r['tau'] / rows[0]['tau']:.2f}x | {r['diff_vs_first']:+.2f} ± "
+                 f"{r['diff_2se']:.2f} |") if baseline else ""
+        lines.append(f"| {r['method']} | {r['tau']:.2f} ± {r['tau_2se']:.2f} |{extra} "
                      f"{r['low_rep_tau']:.2f} ± {r['low_rep_2se']:.2f} "
                      f"({r['low_rep_requests']} of {r['requests']}) | {r['lossless']} | "
                      f"{r['wall_s']:.0f} |")

@@ -87,6 +87,8 @@ def bench_batch(target, drafter, prompts, args) -> dict:
     generate(target, prompts, proposer=build(method, target, context), max_new_tokens=3 * block)
     spec = generate(target, prompts, proposer=build(method, target, context),
                     max_new_tokens=new)
+    spec_ahead = generate(target, prompts, proposer=build(method, target, context),
+                          max_new_tokens=new, lookahead=True)
     s = spec.stats
     per_round = {k: 1e3 * s[f"{k}_s"] / s["rounds"]
                  for k in ("draft", "verify", "accept", "inject", "host")}
@@ -102,6 +104,8 @@ def bench_batch(target, drafter, prompts, args) -> dict:
         "round_efficiency": (s["draft_s"] + s["verify_s"]) / s["decode_s"],
         "speedup": s["tokens_per_s"] / ar.stats["tokens_per_s"],
         "speedup_over_lookahead": s["tokens_per_s"] / ahead.stats["tokens_per_s"],
+        "dflash_lookahead_tok_s": spec_ahead.stats["tokens_per_s"],
+        "dflash_lookahead_same_tokens": spec_ahead.tokens == spec.tokens,
         "split_ms": per_round,
         "lossless": spec.tokens == ar.tokens,
         "ar_tokens_head": ar.tokens[0][:32],
@@ -122,7 +126,8 @@ def main(argv=None) -> dict:
                         "shadow=true,seed=BS: DFlash's work at the oracle's acceptance)")
     p.add_argument("--hf-new-tokens", type=int, default=32, help="0 skips transformers")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside the graphs")
-    p.add_argument("--profile", action="store_true", help="top kernels of bs-1 AR decode")
+    p.add_argument("--profile", action="store_true",
+                   help="top kernels of bs-1 AR and DFlash decode")
     p.add_argument("--device", default="cuda", help="cpu: a quick smoke run of the script")
     p.add_argument("--ablate", action="store_true",
                    help="bs-1 AR only: every switch of reference/bench_ablate.py VARIANTS")
@@ -172,7 +177,8 @@ def main(argv=None) -> dict:
         result["gemv_tune_us"] = {str(k): v for k, v in tune.TUNE_LOG.items()}
     _print(result)
     if args.profile:
-        _profile_ar(target, prompts[0])
+        _profile(target, prompts[0])
+        _profile(target, prompts[0], drafter, args)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
@@ -196,15 +202,23 @@ def _ablate(args, cfg, prompt: list[int], dtype, state: dict, result: dict, opts
     return result
 
 
-def _profile_ar(target, prompt: list[int], new_tokens: int = 64) -> None:
-    """Print the CUDA kernels of a bs-1 AR run (prefill included) by total time."""
+def _profile(target, prompt: list[int], drafter=None, args=None, new_tokens: int = 64) -> None:
+    """Print the CUDA kernels of a bs-1 run (AR, or DFlash rounds at oracle acceptance with
+    `drafter`; prefill included) by total time."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = target.device.type == "cuda"
+    proposer = None
+    if drafter is not None:
+        ar = generate(target, [prompt], max_new_tokens=new_tokens)
+        proposer = build(f"oracle:tau={args.tau},block_size={args.block_size},shadow=true",
+                         target, BuildContext([prompt], new_tokens, ar.tokens, drafter))
+        generate(target, [prompt], proposer=proposer, max_new_tokens=new_tokens)  # warm
+    print(f"profile: bs 1, {new_tokens} new tokens, {'AR' if proposer is None else 'DFlash'}")
     with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-        generate(target, [prompt], max_new_tokens=new_tokens)
+        generate(target, [prompt], proposer=proposer, max_new_tokens=new_tokens)
     key = "cuda_time_total" if cuda else "cpu_time_total"
-    table = prof.key_averages().table(sort_by=key, row_limit=20, max_name_column_width=60)
+    table = prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60)
     print(table)
 
 
@@ -218,13 +232,14 @@ def _print(r: dict) -> None:
     if "hf_tok_s" in r:
         print(f"transformers generate bs1: {r['hf_tok_s']:.1f} tok/s "
               f"(same greedy tokens: {r.get('hf_matches_engine')})")
-    print(f"{'bs':>4} {'AR tok/s':>9} {'AR ahead':>9} {'DFlash tok/s':>12} {'tau':>5} {'eff':>5} "
+    print(f"{'bs':>4} {'AR tok/s':>9} {'AR ahead':>9} {'DFlash tok/s':>12} {'ahead':>7} "
+          f"{'tau':>5} {'eff':>5} "
           f"{'speedup':>7} {'round ms':>8}  split ms (draft/verify/accept/inject/host)  "
           f"lossless")
     for row in r["rows"]:
         split = "/".join(f"{v:.2f}" for v in row["split_ms"].values())
         print(f"{row['bs']:>4} {row['ar_tok_s']:>9.1f} {row['ar_lookahead_tok_s']:>9.1f} "
-              f"{row['dflash_tok_s']:>12.1f} "
+              f"{row['dflash_tok_s']:>12.1f} {row.get('dflash_lookahead_tok_s', 0):>7.1f} "
               f"{row['tau']:>5.2f} {row['round_efficiency']:>5.1%} {row['speedup']:>6.2f}x "
               f"{row['round_ms']:>8.2f}  {split:<42} {row['lossless']}")
     bs1 = r["rows"][0]

@@ -37,7 +37,13 @@ from kernels._checks import (
     check_runnable,
     check_tensor,
 )
-from kernels.paged_attention.merge import _merge_kernel, _merge_rows, counters, merge_blocks
+from kernels.paged_attention.merge import (
+    _merge_kernel,
+    _merge_rows,
+    counters,
+    merge_blocks,
+    merge_launch,
+)
 
 FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
 
@@ -241,7 +247,8 @@ def paged_attention(
         num_warps=4, num_stages=2,
     )
     if splits > 1 and not fused:
-        _merge_kernel[(bs, nkv, tiles)](
+        per, merge = merge_launch(t * group, block_d, splits)
+        _merge_kernel[(bs, nkv, triton.cdiv(t * group, per))](
             acc, ml, out, t, splits, out.stride(0), out.stride(1), out.stride(2),
-            G=group, D=d, BLOCK_M=block_m, BLOCK_D=block_d, **merge, num_warps=4)
+            G=group, D=d, BLOCK_M=per, BLOCK_D=block_d, **merge, num_warps=4)
     return out

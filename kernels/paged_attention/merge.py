@@ -52,6 +52,19 @@ def merge_blocks(rows: int, block_m: int, block_d: int, splits: int) -> dict[str
     return dict(MERGE_M=merge_m, SPLITS_P2=splits_p2, SB=sb)
 
 
+MERGE_ROWS = 4  # rows per program of the two-launch merge (one decode token's G = 4 heads)
+
+
+def merge_launch(rows: int, block_d: int, splits: int) -> tuple[int, dict[str, int]]:
+    """(rows per program, constexprs) of the two-launch merge over `rows` = T*G rows.
+
+    The merge is a read of SPLITS partials per row: at most MERGE_ROWS rows a program, so a
+    verify's 64 rows spread over 16 programs per (b, h) instead of one program walking them
+    (one SM's bandwidth: ~48 us a layer at T = 16, splits = 4 on an H200)."""
+    per = min(MERGE_ROWS, triton.next_power_of_2(max(rows, 1)))
+    return per, merge_blocks(rows, per, block_d, splits)
+
+
 @triton.jit
 def _merge_rows(acc_ptr, ml_ptr, out_ptr, b, h, nkv, rows0, n_rows, RG, SPLITS,
                 so_b, so_t, so_h, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -95,7 +108,8 @@ def _merge_rows(acc_ptr, ml_ptr, out_ptr, b, h, nkv, rows0, n_rows, RG, SPLITS,
 def _merge_kernel(acc_ptr, ml_ptr, out_ptr, T, SPLITS, so_b, so_t, so_h, G: tl.constexpr,
                   D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
                   MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr):
-    """The two-launch path's merge: one program per (b, h, tile of BLOCK_M rows)."""
+    """The two-launch path's merge: one program per (b, h, tile of BLOCK_M rows); the launch
+    takes BLOCK_M from `merge_launch`."""
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     rows0 = tl.program_id(2) * BLOCK_M
