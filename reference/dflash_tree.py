@@ -66,28 +66,32 @@ class DFlashTreeProposer(DFlashProposer):
         head = logits.argmax(dim=-1) if self.sampling.greedy else logits
         return (head, *tree, aux)
 
-    def _accept_and_commit(self, choice, tokens, parents, depth, log_score, aux, rows,
+    def _accept_and_inject(self, choice, tokens, parents, depth, log_score, aux, rows,
                            prefix_lens, valid):
-        """Accept against `choice` (bs, N), compact the path's slots, inject its states:
-        (commit_lens (bs,) i64, out_tokens (bs, B) i64)."""
+        """Accept against `choice` (bs, N) and inject the path's captured states at positions
+        prefix + depth, into the slots the path's nodes hold now (node i at table position
+        prefix + i; `compact_path` moves them there after this). Idempotent, as a graph's
+        warm-up calls require. Returns (commit_lens (bs,) i64, out_tokens (bs, B) i64,
+        path (bs, B) i64)."""
         tree = Tree(tokens, parents, depth, log_score)
         res = accept_greedy(tree, choice, self.depth)
-        compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, self.budget)
         commit = (res.accept_lens + 1) * valid
         positions = prefix_lens[:, None] + torch.arange(self.depth + 1, device=rows.device)
         path = res.path.clamp(min=0)  # (bs, B) nodes of the accepted path, root first
         path_aux = aux.gather(1, path[:, :, None].expand(-1, -1, aux.shape[-1]))
-        loc = self.pool.req_to_token[rows].long().gather(1, positions)
+        loc = self.pool.req_to_token[rows].long().gather(1, prefix_lens[:, None] + path)
         self._inject(path_aux.flatten(0, 1), positions.reshape(-1), loc.reshape(-1),
                      commit.to(torch.int32))
         drafted = tokens.gather(1, path[:, 1:])  # (bs, B-1) path tokens after the root
         out = torch.cat([drafted, torch.zeros_like(drafted[:, :1])], dim=1)
         out.scatter_(1, res.accept_lens[:, None], res.bonus[:, None])
-        return commit, out
+        return commit, out, res.path
 
     def run_round(self, rows, prefix_lens, pending, valid, live):
-        """Two CUDA graphs per (batch bucket, N): draft + tree + verify, then accept + compact
-        + inject; at temperature > 0 the per-node samples are drawn between them, eagerly."""
+        """Two CUDA graphs per (batch bucket, N): draft + tree + verify, then accept + inject;
+        at temperature > 0 the per-node samples are drawn between them, eagerly. The slot
+        permutation (`compact_path`) runs after them, outside any graph: it is not
+        idempotent, and a graph's capture calls its function more than once."""
         key = (id(self), self.budget, self.top_k, self.sampling.greedy)
         head, *tree, aux = self.graphs.run(("tree_verify", key), self._draft_and_verify,
                                            rows, prefix_lens, pending)
@@ -96,5 +100,7 @@ class DFlashTreeProposer(DFlashProposer):
         else:  # one sample from p per node, (bs, N)
             p = target_probs(head, self.sampling)
             choice = torch.multinomial(p.flatten(0, 1), 1, generator=self.gen).view(p.shape[:2])
-        return self.graphs.run(("tree_commit", key), self._accept_and_commit, choice, *tree,
-                               aux, rows, prefix_lens, valid)
+        commit, out, path = self.graphs.run(("tree_commit", key), self._accept_and_inject,
+                                            choice, *tree, aux, rows, prefix_lens, valid)
+        compact_path(self.pool.req_to_token, rows, prefix_lens, path, self.budget)
+        return commit, out

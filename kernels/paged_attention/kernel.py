@@ -207,7 +207,7 @@ def paged_attention(
         if tuple(tree_mask.shape) != (bs, t, t):
             raise ValueError(f"tree_mask must have shape {(bs, t, t)}, got "
                              f"{tuple(tree_mask.shape)}")
-        tree = tree_mask.to(torch.int8).contiguous()
+        tree = tree_mask.contiguous().view(torch.int8)  # same bytes, no conversion kernel
     check_runnable("q", q)
 
     out = torch.empty_like(q)

@@ -43,3 +43,24 @@ def test_cuda_sampling_runs_with_graphs(tiny_dir, drafter_dir):
     out = generate(gpu, [[1, 2, 3]] * 6, proposer=dflash, max_new_tokens=20, temperature=0.8,
                    top_k=10, top_p=0.9, seed=3)
     assert all(len(t) == 20 for t in out.tokens)
+
+
+@pytest.mark.parametrize("budget", [16, 48])
+def test_cuda_tree_decoding_equals_greedy_in_sync_and_overlap(budget):
+    """The zoo pair (real acceptance, so paths are deep and slots are permuted every round)
+    on CUDA graphs: tree decoding equals plain greedy, in sync and overlap mode. Catches a
+    round whose graph capture repeats a non-idempotent step (the slot permutation)."""
+    from pathlib import Path
+
+    from toy.eval_sets import held_out_prompts
+
+    zoo = Path(__file__).resolve().parents[2] / "experiments" / "zoo"
+    gpu = load_target(zoo / "target", device="cuda", dtype=torch.float32)
+    prompts = held_out_prompts(zoo / "tokenizer" / "tokenizer.json", "test", 24)
+    plain = generate(gpu, prompts, max_new_tokens=48)
+    for lookahead in (False, True):
+        tree = load_dflash(zoo / "dflash-b16", gpu, tree_budget=budget)
+        out = generate(gpu, prompts, proposer=tree, max_new_tokens=48, lookahead=lookahead)
+        assert out.tokens == plain.tokens
+        assert sum(map(sum, out.accept_lengths)) / sum(map(len, out.accept_lengths)) > 2.0
+    gpu.runtime.pool.check()
