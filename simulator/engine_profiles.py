@@ -35,8 +35,12 @@ from simulator.calibration import check_model, table_path
 from simulator.methods import METHODS
 from simulator.params import ConfigError, SimConfig
 
-FITTED = ("bandwidth_efficiency", "layer_overhead_s", "moe_layer_overhead_s",
-          "request_layer_overhead_s")
+FITTED = (
+    "bandwidth_efficiency",
+    "layer_overhead_s",
+    "moe_layer_overhead_s",
+    "request_layer_overhead_s",
+)
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,15 @@ class KernelFactors:
         mm = hw.matmul_efficiency if e.matmul_efficiency is None else e.matmul_efficiency
         bw = hw.bandwidth_efficiency if e.bandwidth_efficiency is None else e.bandwidth_efficiency
         flops = hw.matmul_tflops * 1e12 * mm
-        return cls(flops, flops * hw.attention_efficiency, hw.hbm_tbps * 1e12 * bw,
-                   hw.launch_overhead_s, e.layer_overhead_s, e.moe_layer_overhead_s,
-                   e.request_layer_overhead_s)
+        return cls(
+            flops,
+            flops * hw.attention_efficiency,
+            hw.hbm_tbps * 1e12 * bw,
+            hw.launch_overhead_s,
+            e.layer_overhead_s,
+            e.moe_layer_overhead_s,
+            e.request_layer_overhead_s,
+        )
 
 
 def auto_table(cfg: SimConfig) -> str | None:

@@ -49,9 +49,11 @@ class EagleTree(Drafted):
     def validate(cls, spec: SpecParams) -> None:
         super().validate(spec)
         if spec.tree_tokens is not None and spec.tree_tokens < spec.block_size:
-            raise ConfigError(f"spec.tree_tokens = {spec.tree_tokens} must be at least "
-                              f"spec.block_size = {spec.block_size} (the tree holds a path "
-                              "of B tokens)")
+            raise ConfigError(
+                f"spec.tree_tokens = {spec.tree_tokens} must be at least "
+                f"spec.block_size = {spec.block_size} (the tree holds a path "
+                "of B tokens)"
+            )
 
     @classmethod
     def fusion_params(cls, spec: SpecParams, hidden: int) -> int:
@@ -61,14 +63,17 @@ class EagleTree(Drafted):
     @classmethod
     def from_config(cls, cfg: SimConfig) -> EagleTree:
         s, vocab = cfg.spec, cfg.model.vocab_size
-        return cls(s.block_size, s.tree_tokens or s.block_size, s.draft_topk,
-                   (s.draft_vocab_size or vocab) / vocab)
+        return cls(
+            s.block_size,
+            s.tree_tokens or s.block_size,
+            s.draft_topk,
+            (s.draft_vocab_size or vocab) / vocab,
+        )
 
     def verify_lens(self, n: int) -> np.ndarray:
         return np.full(n, self.tree_tokens, dtype=np.int64)
 
-    def decode_gpu_s(self, cost: CostModel, q: np.ndarray,
-                     kv: np.ndarray) -> np.ndarray | float:
+    def decode_gpu_s(self, cost: CostModel, q: np.ndarray, kv: np.ndarray) -> np.ndarray | float:
         steps = self.block_size - 1
         if steps == 0:
             return cost.target_forward_s(q, kv) + cost.lm_head_s(q.sum())
@@ -76,9 +81,10 @@ class EagleTree(Drafted):
         first = cost.draft_forward_s(np.ones(n), kv) + self.head_ratio * cost.lm_head_s(n)
         # steps 2..S: k candidates per request, context grown by the steps before (priced
         # at the mean step)
-        later = (steps - 1) * (cost.draft_forward_s(np.full(n, float(self.topk)),
-                                                    kv + steps / 2.0)
-                               + self.head_ratio * cost.lm_head_s(n * self.topk))
+        later = (steps - 1) * (
+            cost.draft_forward_s(np.full(n, float(self.topk)), kv + steps / 2.0)
+            + self.head_ratio * cost.lm_head_s(n * self.topk)
+        )
         extend = cost.draft_forward_s(np.full(n, float(self.block_size)), kv)
         verify = cost.target_forward_s(q, kv) + cost.lm_head_s(q.sum())
         return first + later + extend + verify
