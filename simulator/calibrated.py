@@ -81,6 +81,10 @@ class CalibratedCostModel:
             self.process = (e.host_process_s, e.host_process_per_req_s)
         self.source = doc["hardware"]["name"]
         self.label = f"calibrated {name}"
+        where = name if name.endswith(".json") else f"conf/calibration/{name}.json"
+        self.cost_source = (f"{where}: measured on {doc['hardware'].get('gpu', self.source)} "
+                            f"by the reference engine (git {str(doc.get('git_sha'))[:8]}, "
+                            f"{str(doc.get('date', '?'))[:10]})")
         if self.unmeasured:
             self.label += f" (roofline for unmeasured {', '.join(self.unmeasured)})"
         self.ratio = None
@@ -89,6 +93,8 @@ class CalibratedCostModel:
             self.ratio = (RooflineCostModel(cfg), RooflineCostModel(src))
             self.label += (f", extrapolated to {cfg.hardware.name} from {self.source} "
                            "(datasheet bandwidth/compute ratios)")
+            self.cost_source += (f"; scaled to {cfg.hardware.name} by the roofline ratio of "
+                                 "each piece")
 
     def _anchor(self) -> float:
         """Measured / roofline time of the largest measured target forward (prefill scale)."""

@@ -4,11 +4,14 @@
 `q_lens` (n,) and `kv_lens` of shape (n,) or (rounds, n), so a whole stretch of rounds is
 priced in one call; the answer is a float for one round, else an array of shape (rounds,).
 
-`RooflineCostModel` prices a forward as max(FLOPs / matmul peak, bytes / HBM bandwidth) for
-the linear layers and, separately, for attention, plus a launch overhead per forward; the
-LM head + sampling and DFlash's draft-KV materialization the same way; the host as a constant
-plus a per-request term. `calibrated` (simulator/calibrated.py) reads the reference engine's
-measured tables instead; `engine.cost_model` picks one (simulator/cost_models.py).
+`RooflineCostModel` prices a forward as max(FLOPs / matmul rate, bytes / HBM rate) for the
+linear layers and, separately, for attention, plus the fixed GPU times of the engine profile
+(a launch per forward, a floor per decoder layer and per MoE layer, a per-sequence term per
+request and layer; simulator/engine_profiles.py `KernelFactors`); an MoE stack reads the
+experts its tokens route to (simulator/shapes.py `Stack.weight_bytes_read`). The LM head +
+sampling and DFlash's draft-KV materialization are priced the same way; the host as a
+constant plus a per-request term. `calibrated` (simulator/calibrated.py) reads the reference
+engine's measured tables instead; `engine.cost_model` picks one (simulator/cost_models.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from simulator.engine_profiles import KernelFactors, roofline_source
 from simulator.params import SimConfig
 from simulator.shapes import Stack, draft_stack, fusion_params
 
@@ -55,13 +59,15 @@ class CostModel(Protocol):
 class RooflineCostModel:
     """Analytic roofline: FLOPs and bytes against the hardware's peak and bandwidth."""
 
+    label = "roofline"
+
     def __init__(self, cfg: SimConfig):
         hw, m, e = cfg.hardware, cfg.model, cfg.engine
-        self.flops = hw.matmul_tflops * 1e12 * hw.matmul_efficiency
-        self.attn_flops = self.flops * hw.attention_efficiency
-        self.bw = hw.hbm_tbps * 1e12 * hw.bandwidth_efficiency
-        self.launch = hw.launch_overhead_s
+        self.k = KernelFactors.of(cfg)
+        self.flops, self.attn_flops, self.bw = self.k.flops, self.k.attn_flops, self.k.bw
+        self.launch = self.k.launch_s
         self.copy = hw.d2h_copy_s
+        self.cost_source = roofline_source(cfg)
         self.target = Stack.of(m)
         self.draft = draft_stack(cfg)
         self.vocab = m.vocab_size
@@ -98,18 +104,26 @@ class RooflineCostModel:
         self._last = (q, kv, agg)
         return agg
 
-    def _coefficients(self, st: Stack) -> tuple[float, ...]:
-        """Seconds per unit: weights read, per token (matmul, activations), per attention
-        pair (q_i, k_j), per KV token read or written."""
-        act = st.layers * (6 * st.hidden + 3 * st.intermediate) * st.dtype_bytes
-        return (st.weight_bytes / self.bw, 2.0 * st.params / self.flops, act / self.bw,
+    def _coefficients(self, st: Stack) -> tuple:
+        """Seconds per unit: weights read (a dense stack's), per token (matmul,
+        activations), per attention pair (q_i, k_j), per KV token read or written; fixed
+        seconds per forward and per request; the stack itself (an MoE stack's weight reads
+        depend on the forward's tokens)."""
+        k = self.k
+        act = st.layers * (6 * st.hidden + 3 * st.mlp_width_per_token) * st.dtype_bytes
+        fixed = self.launch + st.layers * (k.layer_s + (k.moe_layer_s if st.experts else 0.0))
+        return (st.weight_bytes / self.bw, 2.0 * st.active_params / self.flops, act / self.bw,
                 4.0 * st.layers * st.heads * st.head_dim / self.attn_flops,
-                st.kv_bytes_per_token / self.bw)
+                st.kv_bytes_per_token / self.bw, fixed, st.layers * k.request_layer_s,
+                st if st.experts else None)
 
-    def _stack_s(self, coef: tuple[float, ...], q: np.ndarray, kv: np.ndarray, causal: bool):
-        w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s = coef
+    def _stack_s(self, coef: tuple, q: np.ndarray, kv: np.ndarray, causal: bool):
+        w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s, fixed_s, req_s, moe = coef
         tokens, qkv, kv_tokens, pairs_causal, pairs_full = self._aggregates(q, kv)
-        fixed = max(tokens * tok_flop_s, w_s + tokens * tok_act_s) + self.launch
+        if moe is not None:
+            w_s = moe.weight_bytes_read(tokens) / self.bw
+        fixed = (max(tokens * tok_flop_s, w_s + tokens * tok_act_s) + fixed_s
+                 + req_s * q.shape[-1])
         pairs = qkv + (pairs_causal if causal else pairs_full)
         if kv.ndim == 1:
             return fixed + max(float(pairs) * pair_s, float(kv_tokens) * kv_tok_s)

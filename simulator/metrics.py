@@ -113,6 +113,8 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
         "method": cfg.spec.method, "block_size": cfg.spec.block_size, "model": cfg.model.name,
         "hardware": cfg.hardware.name, "engine_mode": cfg.engine.mode, "replicas": n_gpu,
         "cost_model": getattr(cluster.cost, "label", cfg.engine.cost_model),
+        "engine_profile": cfg.engine.profile,
+        "cost_source": getattr(cluster.cost, "cost_source", "a cost model passed in"),
         "arrival": cfg.workload.arrival, "dataset": cfg.workload.dataset,
         "concurrency": cfg.workload.concurrency if cfg.workload.arrival == "closed_loop"
         else None,

@@ -6,8 +6,10 @@ tree, naming the offending key (`engine.max_running_requests = 0 is outside [1, 
 Units are in the field names: `_s` seconds, `_gb` 1e9 bytes, `_tbps` 1e12 bytes/s, `_tflops`
 1e12 FLOP/s, `_tokens` tokens, `_rps` requests per second.
 
-The defaults are the main job: Qwen3-8B on one H200, DFlash B = 16, overlap engine, HumanEval
-closed loop (a test checks that they equal the composed default Hydra config).
+The defaults are the main job's setup: Qwen3-8B on one H200, DFlash B = 16, overlap engine,
+HumanEval closed loop, with the roofline cost model and a generic engine; the main job itself
+takes the `workbench` engine profile and `auto` costs (workbench/config.py; a test checks that
+those equal the composed default Hydra config).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class ModelParams:
     vocab_size: int = param(151936, 2, BIG)
     tie_embeddings: bool = param(False)
     dtype_bytes: int = param(2, choices=(1, 2, 4))
+    num_experts: int = param(0, 0, 1 << 16, doc="MoE: routed experts per layer; 0: dense MLP")
+    experts_per_token: int = param(0, 0, 1 << 16, doc="MoE: k, experts routed per token")
+    moe_intermediate_size: int = param(0, 0, BIG, doc="MoE: one expert's SwiGLU width")
 
 
 @dataclass
@@ -90,6 +95,12 @@ class SpecParams:
     confidence_threshold: float = param(0.5, 0.0, 1.0, doc="dspark static policy: cut at c <")
     confidence_corr: float = param(0.0, 0.0, 1.0, doc="dspark: corr(signal, round latent); "
                                    "0 = per-request curve only (simulator/dspark_confidence)")
+    draft_topk: int = param(1, 1, 1024, doc="eagle_tree: candidates per request drafted at "
+                            "every step after the first")
+    tree_tokens: int | None = param(None, 1, 4096, doc="eagle_tree: tokens verified per "
+                                    "request (the tree, anchor included); None: B")
+    draft_vocab_size: int | None = param(None, 2, BIG, doc="rows of the drafter's LM head; "
+                                         "None: the target's vocabulary")
 
 
 @dataclass
@@ -106,7 +117,9 @@ class EngineParams:
     host_plan_per_req_s: float = param(15e-6, 0.0, 10.0)
     host_process_s: float = param(200e-6, 0.0, 10.0)
     host_process_per_req_s: float = param(10e-6, 0.0, 10.0)
-    cost_model: str = param("roofline", choices=("roofline", "calibrated"))
+    cost_model: str = param("roofline", choices=("roofline", "calibrated", "auto"),
+                            doc="auto: calibrated where conf/calibration/<hardware>/<model> "
+                            "prices the method, roofline elsewhere (simulator/engine_profiles)")
     calibration: str | None = param(None, doc="calibrated: table name (h200/qwen3-8b) or "
                                     "path; default h200/<model.name>")
     host_from_calibration: bool = param(True, doc="calibrated: the table's host line (the "
@@ -115,6 +128,19 @@ class EngineParams:
                                     "step (eager: a serving loop's measured prefill launch); "
                                     "its GPU work cannot end before it; 0: not modelled")
     max_stretch_rounds: int = param(256, 1, 1 << 16, doc="decode rounds per event, at most")
+    profile: str = param("generic", doc="engine profile name (conf/engine/<profile>.yaml)")
+    source: str | None = param(None, doc="where the profile's kernel factors and host times "
+                               "come from (named in every summary's cost_source)")
+    bandwidth_efficiency: float | None = param(None, 1e-3, 1.0, doc="share of HBM bandwidth "
+                                               "the engine's kernels reach; None: hardware's")
+    matmul_efficiency: float | None = param(None, 1e-3, 1.0, doc="share of the matmul peak "
+                                            "the engine's GEMMs reach; None: hardware's")
+    layer_overhead_s: float = param(0.0, 0.0, 1.0, doc="GPU time per decoder layer per "
+                                    "forward beyond the roofline (kernel floors)")
+    moe_layer_overhead_s: float = param(0.0, 0.0, 1.0, doc="extra GPU time per MoE layer per "
+                                        "forward (routing, top-k, expert dispatch)")
+    request_layer_overhead_s: float = param(0.0, 0.0, 1.0, doc="GPU time per request per "
+                                            "decoder layer per forward (per-sequence work)")
 
 
 @dataclass
@@ -239,6 +265,12 @@ def _check_cross(cfg: SimConfig) -> None:
         raise ConfigError(
             f"model.num_kv_heads = {m.num_kv_heads} must divide model.num_heads = {m.num_heads}"
         )
+    if m.num_experts and not (1 <= m.experts_per_token <= m.num_experts
+                              and m.moe_intermediate_size >= 1):
+        raise ConfigError(
+            f"model.experts_per_token = {m.experts_per_token} must lie in [1, "
+            f"model.num_experts = {m.num_experts}] and model.moe_intermediate_size >= 1 for "
+            "an MoE model")
     METHODS[s.method].validate(s)
     if cfg.engine.mode == "overlap" and cfg.engine.kv_reserve_blocks < 2:
         raise ConfigError(

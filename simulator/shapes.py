@@ -1,9 +1,11 @@
 """Model arithmetic: parameter counts, weight and KV bytes, and the KV pool a replica gets.
 
 A `Stack` is a run of identical decoder layers (the target, or a drafter made of layers of the
-target's shape). `kv_budget` turns hardware memory, `mem_fraction_static`, the weights of the
-target and drafter, and the KV bytes per token of both pools into the number of KV slots
-(tokens) of one replica, as SGLang sizes its pools: the draft pool has one slot per target
+target's shape); an MoE target's layers route each token to k of E experts, so the weight
+bytes a forward reads grow with its tokens (`Stack.weight_bytes_read`, `expected_experts`).
+`kv_budget` turns hardware memory, `mem_fraction_static`, the weights of the target and
+drafter, and the KV bytes per token of both pools into the number of KV slots (tokens) of one
+replica, as SGLang sizes its pools: the draft pool has one slot per target
 token and shares slot indices with the target pool.
 """
 
@@ -11,13 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.methods import METHODS
 from simulator.params import ConfigError, ModelParams, SimConfig
 
 
 @dataclass(frozen=True)
 class Stack:
-    """`layers` decoder layers of one shape (attention with GQA + SwiGLU MLP)."""
+    """`layers` decoder layers of one shape: attention with GQA, then a SwiGLU MLP of width
+    `intermediate`, or (experts > 0) a router and `experts` SwiGLU experts of width
+    `expert_intermediate`, `experts_per_token` of them routed per token."""
 
     layers: int
     hidden: int
@@ -26,32 +32,93 @@ class Stack:
     head_dim: int
     intermediate: int
     dtype_bytes: int
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate: int = 0
 
     @classmethod
     def of(cls, m: ModelParams, layers: int | None = None) -> Stack:
-        """The target's stack, or `layers` layers of the target's shape."""
-        n = m.num_layers if layers is None else layers
-        return cls(n, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim,
-                   m.intermediate_size, m.dtype_bytes)
+        """The target's stack, or (a drafter) `layers` dense layers of the target's attention
+        shape and `intermediate_size` MLP (an MoE config's dense width)."""
+        if layers is not None:
+            return cls(layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim,
+                       m.intermediate_size, m.dtype_bytes)
+        return cls(m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim,
+                   m.intermediate_size, m.dtype_bytes, m.num_experts, m.experts_per_token,
+                   m.moe_intermediate_size)
+
+    @property
+    def attn_params(self) -> int:
+        """q, k, v, o projections of one layer (norms are negligible)."""
+        return self.hidden * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+
+    @property
+    def expert_params(self) -> int:
+        """One expert's gate/up/down (MoE), or the dense MLP."""
+        width = self.expert_intermediate if self.experts else self.intermediate
+        return 3 * self.hidden * width
+
+    @property
+    def shared_params_per_layer(self) -> int:
+        """What every token of a layer reads: attention, and the router of an MoE layer."""
+        return self.attn_params + self.hidden * self.experts
 
     @property
     def params_per_layer(self) -> int:
-        """q, k, v, o projections and the gate/up/down MLP (norms are negligible)."""
-        attn = self.hidden * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
-        return attn + 3 * self.hidden * self.intermediate
+        """All of a layer's weights: attention, router and every expert, or the dense MLP."""
+        return self.shared_params_per_layer + max(self.experts, 1) * self.expert_params
+
+    @property
+    def active_params_per_layer(self) -> int:
+        """Weights one token multiplies: attention, router and its k experts (MoE)."""
+        return self.shared_params_per_layer + max(self.experts_per_token, 1) * self.expert_params
 
     @property
     def params(self) -> int:
         return self.layers * self.params_per_layer
 
     @property
+    def active_params(self) -> int:
+        return self.layers * self.active_params_per_layer
+
+    @property
+    def mlp_width_per_token(self) -> int:
+        """SwiGLU width one token goes through (k experts' for MoE): its activation size."""
+        if self.experts:
+            return self.experts_per_token * self.expert_intermediate
+        return self.intermediate
+
+    @property
     def weight_bytes(self) -> int:
         return self.params * self.dtype_bytes
+
+    def weight_bytes_read(self, tokens: np.ndarray | float) -> np.ndarray | float:
+        """Weight bytes one forward over `tokens` tokens reads: all of a dense stack; for MoE,
+        the shared part plus the experts the tokens touch (`expected_experts`)."""
+        if not self.experts:
+            return float(self.weight_bytes)
+        touched = expected_experts(tokens, self.experts, self.experts_per_token)
+        per_layer = self.shared_params_per_layer + touched * self.expert_params
+        return self.layers * per_layer * self.dtype_bytes
 
     @property
     def kv_bytes_per_token(self) -> int:
         """K and V of every layer for one token."""
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+
+
+def expected_experts(tokens: np.ndarray | float, experts: int, k: int) -> np.ndarray | float:
+    """Expected number of distinct experts of one layer that `tokens` tokens route to.
+
+    Each token picks k of the E experts; with every expert equally likely and tokens routed
+    independently, an expert is missed by one token with probability 1 - k/E, by all n tokens
+    with (1 - k/E)^n, so the expected count touched is E * (1 - (1 - k/E)^n): k at n = 1,
+    approaching E as n grows (n * k for n * k << E). Real routers are skewed and a request's
+    tokens share experts, so this is an upper estimate of the weight bytes an MoE step reads.
+    """
+    n = np.maximum(np.asarray(tokens, dtype=np.float64), 0.0)
+    out = experts * (1.0 - (1.0 - k / experts) ** n)
+    return float(out) if out.ndim == 0 else out
 
 
 def embedding_params(m: ModelParams) -> int:

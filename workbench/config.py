@@ -57,10 +57,17 @@ class OutputParams:
     progress: bool = param(True)
 
 
+def main_job_engine() -> EngineParams:
+    """The main job's engine: the workbench's own (conf/engine/workbench.yaml), priced by its
+    calibration tables where they exist (`auto`)."""
+    return EngineParams(profile="workbench", cost_model="auto")
+
+
 @dataclass
 class SimulateConfig(SimConfig):
     """The `python -m workbench simulate` app: a simulation config plus sweep and output."""
 
+    engine: EngineParams = field(default_factory=main_job_engine)
     sweep: SweepParams = field(default_factory=SweepParams)
     output: OutputParams = field(default_factory=OutputParams)
 

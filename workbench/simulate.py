@@ -1,13 +1,19 @@
 """`python -m workbench simulate [overrides]`: the serving simulator's command (a Hydra app).
 
 With no overrides it runs the main job: Qwen3-8B on one H200, DFlash B = 16 against no
-speculation, HumanEval, closed loop at concurrency 1, 2, 4, ..., 64; it prints a table and
-writes, under the Hydra run folder (outputs/simulate/<date>/<time>/): summary.json (every
-run's summary, stamped with the git SHA), requests.csv (one row per request), the PNG plots
-and config_resolved.yaml (.hydra/ holds Hydra's own copies).
+speculation, HumanEval, closed loop at concurrency 1, 2, 4, ..., 64, on the workbench's own
+engine profile priced by its measured calibration tables (`engine.cost_model = auto`: the
+tables where conf/calibration/<hardware>/<model>.json measures the method, the roofline
+otherwise, decided once for the whole job so the baseline is priced like the method). It
+prints a table whose title names the model, hardware, engine profile and cost model, and
+whose caption says where the costs come from, and writes, under the Hydra run folder
+(outputs/simulate/<date>/<time>/): summary.json (`cost_model`, `engine_profile`,
+`cost_source`, then every run's summary, stamped with the git SHA), requests.csv (one row
+per request), the PNG plots and config_resolved.yaml (.hydra/ holds Hydra's own copies).
 
 Examples:
     python -m workbench simulate spec=ar_chain engine=sync
+    python -m workbench simulate hardware=b200 engine=sglang_v2   # a fitted engine profile
     python -m workbench simulate workload.concurrency=4     # that point only, not the sweep
     python -m workbench simulate workload=poisson 'sweep.rate_rps=[5,10,20]'
     python -m workbench simulate experiment=cluster_hour
@@ -32,6 +38,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 import simulator
+from simulator.engine_profiles import auto_table, cost_model_name
 from simulator.params import ConfigError, SimConfig, SpecParams
 from workbench.config import SimulateConfig, load, register_configs
 from workbench.results import write_json, write_requests_csv
@@ -43,10 +50,22 @@ def label_of(spec: SpecParams) -> str:
     return spec.method if spec.method == "none" else f"{spec.method} B={spec.block_size}"
 
 
+def resolve_costs(base: SimConfig) -> SimConfig:
+    """`engine.cost_model = auto` decided once for the job, from its method: every run,
+    the baseline included, is then priced by the same cost model."""
+    e = base.engine
+    if e.cost_model != "auto":
+        return base
+    name = cost_model_name(base)
+    table = auto_table(base) if name == "calibrated" else e.calibration
+    return dataclasses.replace(base, engine=dataclasses.replace(e, cost_model=name,
+                                                                calibration=table))
+
+
 def plan_runs(app: SimulateConfig) -> tuple[str, list[tuple[str, float | None, SimConfig]]]:
     """The (label, point, config) of every simulation of the job, and the point's name."""
-    base = SimConfig(**{f.name: copy.deepcopy(getattr(app, f.name))
-                        for f in dataclasses.fields(SimConfig)})
+    base = resolve_costs(SimConfig(**{f.name: copy.deepcopy(getattr(app, f.name))
+                                      for f in dataclasses.fields(SimConfig)}))
     specs = [base.spec]
     if app.sweep.baseline and base.spec.method != "none":
         specs.append(SpecParams(method="none", block_size=1, draft_layers=0))
@@ -95,13 +114,24 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{1e3 * x:.1f}"
 
 
+def cost_keys(results: Runs) -> dict[str, str]:
+    """`cost_model`, `engine_profile` and `cost_source` of the job's runs (joined with " | "
+    where runs differ)."""
+    keys = ("cost_model", "engine_profile", "cost_source")
+    return {k: " | ".join(dict.fromkeys(str(r.summary[k]) for _, _, r in results))
+            for k in keys}
+
+
 def table(results: Runs, point_name: str) -> Table:
     """The terminal summary: one row per run, speedup against the baseline at that point;
-    tau is the mean over requests (the papers' definition)."""
+    tau is the mean over requests (the papers' definition). The title names the model,
+    hardware, engine profile and cost model; the caption where the costs come from."""
     base = {p: r for label, p, r in results if label == "none"}
-    costs = results[0][2].summary.get("cost_model", "roofline") if results else "roofline"
-    t = Table(title=f"simulated serving ({'analytic roofline' if costs == 'roofline' else costs}"
-                    " costs)")
+    s0 = results[0][2].summary
+    keys = cost_keys(results)
+    t = Table(title=f"simulated serving: {s0['model']} on {s0['hardware']}, engine profile "
+                    f"{keys['engine_profile']}, {keys['cost_model']} costs",
+              caption=f"cost source: {keys['cost_source']}")
     for col in ("c" if point_name == "concurrency" else "req/s", "method", "tok/s",
                 "vs none", "tau", "TTFT50 ms", "TPOT50 ms", "ITL99 ms", "E2E99 s", "goodput",
                 "GPU", "preempt"):
@@ -128,7 +158,8 @@ def write_outputs(app: SimulateConfig, cfg: DictConfig, results: Runs, point_nam
     resolved = OmegaConf.to_container(cfg, resolve=True)
     (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
     runs = [{"label": label, point_name: point, **r.summary} for label, point, r in results]
-    paths = [write_json(out / "summary.json", {"config": resolved, "runs": runs})]
+    paths = [write_json(out / "summary.json",
+                        {**cost_keys(results), "config": resolved, "runs": runs})]
     if app.output.requests_csv:
         rows = [({"label": label, point_name: point}, r.requests) for label, point, r in results]
         paths.append(write_requests_csv(out / "requests.csv", rows))

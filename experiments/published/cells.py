@@ -1,0 +1,98 @@
+"""The published cells (experiments/published/cells.json) and their one loader.
+
+`load(path) -> Published` expands every table row into `Cell`s, one per concurrency: the
+no-speculation rows (`method` none, the only ones an engine profile is fitted on) and the
+speculative rows (predicted from their tau). Throughput is published three ways, all kept as
+published: tok/s; a speedup over the table's baseline row (Table 5: tok/s = speedup *
+baseline, `derived`); or, for a baseline (Table 12), the speculative row's tok/s divided by
+its speedup (`derived`). A table marked `unpredictable` lists its cells among the missing,
+with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One published throughput: output tokens/s of `method` at `concurrency` clients."""
+
+    source: str
+    model: str
+    hardware: str | None
+    engine: str
+    dataset: str
+    method: str
+    concurrency: int
+    published_tok_s: float
+    tau: float | None = None
+    spec: str | None = None
+    derived: bool = False
+
+    @property
+    def baseline(self) -> bool:
+        return self.method == "none"
+
+
+@dataclass
+class Published:
+    """The cells, the definitions they refer to, and the cells that cannot be predicted."""
+
+    cells: list[Cell]
+    sources: dict[str, str]
+    datasets: dict[str, dict]
+    specs: dict[str, dict]
+    missing: list[tuple[Cell, str]] = field(default_factory=list)
+
+
+def _per_c(value, n: int) -> list:
+    return list(value) if isinstance(value, list) else [value] * n
+
+
+def _row_cells(table: dict, row: dict, base: list[float] | None) -> list[Cell]:
+    cs = table["concurrency"]
+    if "tok_s" in row:
+        tok, derived = row["tok_s"], False
+    elif "speedup" in row:
+        tok, derived = [s * b for s, b in zip(row["speedup"], base, strict=True)], True
+    else:
+        ref = next(r for r in table["rows"] if r["method"] == row["from_speedup_of"])
+        tok = [t / s for t, s in zip(ref["tok_s"], ref["speedup"], strict=True)]
+        derived = True
+    taus = _per_c(row.get("tau"), len(cs))
+    return [
+        Cell(
+            table["source"],
+            table["model"],
+            table["hardware"],
+            row["engine"],
+            table["dataset"],
+            row["method"],
+            c,
+            float(t),
+            tau,
+            row.get("spec"),
+            derived,
+        )
+        for c, t, tau in zip(cs, tok, taus, strict=True)
+    ]
+
+
+def load(path: Path = HERE / "cells.json") -> Published:
+    """Every cell of `path`, expanded (see the module docstring)."""
+    doc = json.loads(Path(path).read_text())
+    out = Published([], doc["sources"], doc["datasets"], doc["specs"])
+    for table in doc["tables"]:
+        base_row = next((r for r in table["rows"] if r["method"] == "none" and "tok_s" in r), None)
+        base = base_row["tok_s"] if base_row else None
+        cells = [c for row in table["rows"] for c in _row_cells(table, row, base)]
+        if "unpredictable" in table:
+            out.missing += [(c, table["unpredictable"]) for c in cells]
+        else:
+            out.cells += cells
+    return out
