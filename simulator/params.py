@@ -90,6 +90,14 @@ class SpecParams:
     confidence_threshold: float = param(0.5, 0.0, 1.0, doc="dspark static policy: cut at c <")
     confidence_corr: float = param(0.0, 0.0, 1.0, doc="dspark: corr(signal, round latent); "
                                    "0 = per-request curve only (simulator/dspark_confidence)")
+    tree_budget: int = param(32, 1, 4096, doc="dflash_tree: N, tree nodes verified per "
+                             "request per round (anchor included)")
+    tree_top_k: int = param(4, choices=(1, 4), doc="dflash_tree: candidates per depth "
+                            "(4: the fitted tree; 1: the chain, N = B)")
+    tree_policy: str = param("fixed", choices=("fixed", "load_aware"),
+                             doc="dflash_tree: N fixed, or per batch from spec.tree_budgets")
+    tree_budgets: list[int] = param([16, 32, 64, 128], 1, 4096,
+                                    doc="dflash_tree load_aware: the budgets it picks from")
 
 
 @dataclass
