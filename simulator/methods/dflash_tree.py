@@ -139,6 +139,7 @@ class DFlashTree(Drafted):
     def chain_population(cfg: SimConfig) -> tuple[float, float, float]:
         """(logit0, decay, sigma) of the chain's curves, as simulator/acceptance.py's
         `make_acceptance` builds them for `preset` and `constant`."""
+        # imported here: simulator.acceptance imports the registry this module joins
         from simulator.acceptance import preset_tau, solve_logit0
 
         s = cfg.spec
