@@ -101,6 +101,14 @@ class SpecParams:
                                     "request (the tree, anchor included); None: B")
     draft_vocab_size: int | None = param(None, 2, BIG, doc="rows of the drafter's LM head; "
                                          "None: the target's vocabulary")
+    tree_budget: int = param(32, 1, 4096, doc="dflash_tree: N, tree nodes verified per "
+                             "request per round (anchor included)")
+    tree_top_k: int = param(4, choices=(1, 4), doc="dflash_tree: candidates per depth "
+                            "(4: the fitted tree; 1: the chain, N = B)")
+    tree_policy: str = param("fixed", choices=("fixed", "load_aware"),
+                             doc="dflash_tree: N fixed, or per batch from spec.tree_budgets")
+    tree_budgets: list[int] = param([16, 32, 64, 128], 1, 4096,
+                                    doc="dflash_tree load_aware: the budgets it picks from")
 
 
 @dataclass
