@@ -8,6 +8,7 @@ mode (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 on Linux) binds every server to the lo
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -114,16 +115,15 @@ def ray_head():
         "hydra_plugins.hydra_ray_launcher",
         reason="hydra-ray-launcher (the test extra) is not installed",
     )
-    ray = shutil.which("ray")
-    if ray is None:
-        pytest.skip("the ray command (installed with hydra-ray-launcher) is not on PATH")
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must stay < 108 bytes
     log = open(Path(temp) / "head.log", "w")
     head = subprocess.Popen(
         [
-            ray,
+            sys.executable,  # the `ray` command of this interpreter, wherever PATH points
+            "-m",
+            "ray.scripts.scripts",
             "start",
             "--head",
             "--block",
@@ -154,12 +154,14 @@ def ray_head():
                 time.sleep(0.2)
         yield f"127.0.0.1:{port}", {**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
     finally:
-        head.send_signal(signal.SIGTERM)
+        head.send_signal(signal.SIGTERM)  # the head drains, then stops what it started
         try:
             head.wait(timeout=60)
         except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):  # stragglers of the head's own group
             os.killpg(head.pid, signal.SIGKILL)
-            head.wait(timeout=10)
+        head.wait(timeout=10)
         log.close()
         shutil.rmtree(temp, ignore_errors=True)
 
