@@ -20,7 +20,9 @@ Examples:
     python -m workbench simulate --multirun hydra/launcher=joblib spec.block_size=4,8,16
 
 A multirun runs one job per combination (in parallel with the joblib launcher; on a cluster
-with hydra-submitit-launcher or hydra-ray-launcher, see conf/README.md).
+with hydra-submitit-launcher or hydra-ray-launcher, see conf/README.md). The job returns its
+objective for Hydra's sweepers, the SLO goodput of its method (workbench/search.py;
+conf/experiment/config_search.yaml searches configurations with the Optuna sweeper).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from simulator.engine_profiles import auto_table, cost_model_name
 from simulator.params import ConfigError, SimConfig, SpecParams
 from workbench.config import SimulateConfig, load, register_configs
 from workbench.results import write_json, write_requests_csv
+from workbench.search import job_objective
 
 Runs = list[tuple[str, float | None, simulator.SimResult]]
 
@@ -174,7 +177,7 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
 @hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
-def _app(cfg: DictConfig) -> None:
+def _app(cfg: DictConfig) -> float:
     try:
         app = load(cfg)
         explicit_points(app, list(HydraConfig.get().overrides.task))
@@ -198,6 +201,7 @@ def _app(cfg: DictConfig) -> None:
     out = Path(HydraConfig.get().runtime.output_dir)
     write_outputs(app, cfg, results, point_name, out)
     console.print(f"results: {out}")
+    return job_objective([r.summary for _, _, r in results], app.spec.method)
 
 
 def main() -> int:
