@@ -49,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] not in ENGINE:
             raise
-        print(f"{name} needs {e.name}: pip install 'dflash-workbench[engine]' (the README "
-              "says how to get the CPU-only torch)", file=sys.stderr)
+        print(
+            f"{name} needs {e.name}: pip install 'dflash-workbench[engine]' (the README "
+            "says how to get the CPU-only torch)",
+            file=sys.stderr,
+        )
         return 2
 
 
