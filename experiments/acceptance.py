@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.paths import conf_dir
 from experiments.acceptance_report import (
     EQUAL_PLAIN_NOTE,
     headline_columns,
@@ -228,7 +229,7 @@ def run(cfg: AcceptanceConfig, out: Path) -> list[dict]:
     return rows
 
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "acceptance"
+CONF = conf_dir() / "acceptance"
 
 
 def config_without_hydra(argv: list[str]) -> AcceptanceConfig:
@@ -267,7 +268,7 @@ def main() -> None:
 
     ConfigStore.instance().store(name="base_acceptance", node=AcceptanceConfig)
 
-    @hydra.main(config_path="../conf/acceptance", config_name="config", version_base=None)
+    @hydra.main(config_path=str(CONF), config_name="config", version_base=None)
     def app(cfg) -> None:
         run(OmegaConf.to_object(cfg), Path(HydraConfig.get().runtime.output_dir))
 

@@ -35,6 +35,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from common.paths import conf_dir
+
 REPO = Path(__file__).resolve().parent.parent
 FIELDS = ("setup", "method", "concurrency", "mode", "requests", "measured_tok_s",
           "predicted_tok_s", "error", "measured_tpot_ms", "predicted_tpot_ms",
@@ -52,7 +54,7 @@ def geometric_alpha(tau: float, block_size: int) -> float:
 
 def hardware(name: str) -> dict:
     """conf/hardware/<name>.yaml without its Hydra defaults list."""
-    cfg = yaml.safe_load((REPO / "conf" / "hardware" / f"{name}.yaml").read_text())
+    cfg = yaml.safe_load((conf_dir() / "hardware" / f"{name}.yaml").read_text())
     cfg.pop("defaults", None)
     return cfg
 

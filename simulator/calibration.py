@@ -26,13 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from common.buckets import bucket
+from common.paths import conf_dir
 from simulator.params import ConfigError, ModelParams
 from simulator.prefill_fit import PrefillFit
 
 FORMAT = 1
 SHAPE_FIELDS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
                 "intermediate_size", "vocab_size", "dtype_bytes")
-REPO_CONF = Path(__file__).resolve().parent.parent / "conf" / "calibration"
+REPO_CONF = conf_dir() / "calibration"
 
 
 def _fill_line(values: np.ndarray, x: np.ndarray) -> bool:

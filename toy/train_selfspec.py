@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from common.stamps import stamp
 from toy.eval_sets import held_out_prompts
 from toy.gen_data import load_dataset
+from toy.hf_config import save_pretrained
 from toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer
 from toy.train_target import evaluate
 
@@ -294,7 +295,7 @@ def main() -> None:
     model.eval()
     metrics["ppl_after"] = math.exp(evaluate(model, val, args.seq_len, 32, 40))
     metrics["ppl_change"] = metrics["ppl_after"] / metrics["ppl_before"] - 1
-    model.to(torch.bfloat16).save_pretrained(args.out / "model", safe_serialization=True)
+    save_pretrained(model.to(torch.bfloat16), args.out / "model")
     tok.save(str(args.out / "model" / "tokenizer.json"))
     metrics["tpf_after"] = measure(args.out / "model", prompts, mask_id, args.eval_max_new,
                                    device)

@@ -9,9 +9,10 @@ memorized within a few epochs, so validation loss is checked 20 times per run an
 best weights are kept. `--dropout P` adds residual and attention dropout while training:
 without it the 30M `base` memorizes the split within a few hundred steps and ends at a
 worse validation loss than `small`; with P = 0.3 it beats it. The
-model is a `transformers.Qwen3ForCausalLM` saved with `save_pretrained`, so both
-transformers and `reference.load_target` read it. Writes `metrics.json` (validation loss
-and perplexity, the validation curve, tokens seen, wall time) next to the weights.
+model is a `transformers.Qwen3ForCausalLM` saved with `save_pretrained` (toy/hf_config.py:
+rope_theta also at the top level), so transformers 4.5x and 5.x and `reference.load_target`
+read it. Writes `metrics.json` (validation loss and perplexity, the validation curve, tokens
+seen, wall time) next to the weights.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 import torch
 
 from toy.corpus import read_texts
+from toy.hf_config import save_pretrained
 from toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer, train_tokenizer
 
 
@@ -185,7 +187,7 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
         "seed": seed, "mask_token_id": tok.token_to_id(MASK), "config": asdict(size),
         "dropout": dropout,
     }
-    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    save_pretrained(model.to(torch.bfloat16), out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
 

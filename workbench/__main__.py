@@ -1,13 +1,15 @@
-"""`python -m workbench <command> [args]`: the workbench's command line.
+"""`workbench <command> [args]` (or `python -m workbench ...`): the workbench's command line.
 
 Each command lives in its own module and is imported only when it is run, so `simulate`
-never imports torch and the GPU commands never import simpy or hydra.
+never imports torch and the GPU commands never import simpy or hydra; `--help` imports
+nothing beyond this module.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 COMMANDS = {
     "simulate": ("workbench.simulate", "simulate a serving engine (Hydra app; the main job)"),
@@ -20,9 +22,17 @@ COMMANDS = {
 }
 
 
+ENGINE = ("torch", "triton", "transformers", "safetensors", "tokenizers")  # the engine extra
+
+
+def _prog() -> str:
+    """How the user called us: the console script or `python -m workbench`."""
+    return "python -m workbench" if Path(sys.argv[0]).name == "__main__.py" else "workbench"
+
+
 def _usage() -> str:
     rows = "\n".join(f"  {name:<14} {help_}" for name, (_, help_) in COMMANDS.items())
-    return f"usage: python -m workbench <command> [args]\n\ncommands:\n{rows}\n"
+    return f"usage: {_prog()} <command> [args]\n\ncommands:\n{rows}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,9 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
-    sys.argv = [f"python -m workbench {name}", *rest]
-    return int(module.main() or 0)
+    sys.argv = [f"{_prog()} {name}", *rest]
+    try:
+        return int(importlib.import_module(COMMANDS[name][0]).main() or 0)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ENGINE:
+            raise
+        print(
+            f"{name} needs {e.name}: pip install 'dflash-workbench[engine]' (the README "
+            "says how to get the CPU-only torch)",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":

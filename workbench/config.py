@@ -11,10 +11,12 @@ key and the allowed range.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from simulator.params import (
     ConfigError,
@@ -90,3 +92,37 @@ def load(cfg: DictConfig) -> SimulateConfig:
         raise ConfigError("sweep.concurrency must be null or a non-empty list")
     return obj
 
+
+
+# Hydra launcher option -> what installs it
+LAUNCHERS = {"joblib": "pip install 'dflash-workbench[sweep]'",
+             "submitit_local": "pip install hydra-submitit-launcher",
+             "submitit_slurm": "pip install hydra-submitit-launcher",
+             "ray": "pip install hydra-ray-launcher", "ray_aws": "pip install hydra-ray-launcher",
+             "rq": "pip install hydra-rq-launcher"}
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for a Hydra or OmegaConf compose error (their messages span many lines):
+    the message, a missing option's choices (schemas left out), the OmegaConf cause, and the
+    install command of a launcher plugin that is not there."""
+    head, options, section = [], [], ""
+    for raw in str(exc).splitlines():
+        line = raw.strip()
+        if raw[:1].isspace():  # an entry of the section above, or OmegaConf's key details
+            if section.startswith("Available options") and not line.startswith("base_"):
+                options.append(line)
+        elif line.startswith(("Available options", "Config search path")):
+            section = line
+        elif line:
+            section = ""
+            head.append(line)
+    out = " ".join(head) + (f" (options: {', '.join(options)})" if options else "")
+    cause = exc.__cause__
+    if isinstance(cause, OmegaConfBaseException) and str(cause).strip():
+        out += f": {str(cause).strip().splitlines()[0]}"
+    launcher = re.search(r"Could not find 'hydra/launcher/([\w-]+)'", out)
+    if launcher and launcher.group(1) in LAUNCHERS:
+        name = launcher.group(1)
+        out += f"; the {name} launcher is not installed: {LAUNCHERS[name]}"
+    return out

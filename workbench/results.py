@@ -57,3 +57,20 @@ def _cell(v: Any) -> Any:
     if isinstance(v, (float, np.floating)):
         return "" if not np.isfinite(v) else f"{float(v):.6g}"
     return v.item() if isinstance(v, np.generic) else v
+
+
+def setup_title(summary: dict[str, Any]) -> str:
+    """What a simulation modelled, in one line: model, hardware, engine (and its profile),
+    cost model (and the source of its numbers) from a run's summary, e.g. "qwen3-8b on h200,
+    overlap engine, analytic roofline costs". `engine_profile` and `cost_source` are named
+    when the summary carries them."""
+    replicas = summary.get("replicas") or 1
+    where = f"{summary.get('hardware', '?')}" + (f" x {replicas}" if replicas > 1 else "")
+    engine = f"{summary.get('engine_mode', '?')} engine"
+    if summary.get("engine_profile"):
+        engine += f" ({summary['engine_profile']})"
+    costs = summary.get("cost_model") or "roofline"
+    costs = f"{'analytic roofline' if costs == 'roofline' else costs} costs"
+    if summary.get("cost_source"):
+        costs += f" ({summary['cost_source']})"
+    return f"{summary.get('model', '?')} on {where}, {engine}, {costs}"

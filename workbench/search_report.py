@@ -22,10 +22,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from rich.table import Table
 
+from common.paths import conf_dir
 from simulator.params import SpecParams
 from workbench.config import load, register_configs
 from workbench.search import CONDITIONAL_KEYS, job_objective, summary_objective
-from workbench.simulate import CONF_DIR, explicit_points, label_of, plan_runs, run_all
+from workbench.simulate import explicit_points, label_of, plan_runs, run_all
 
 
 def _label(config: Mapping[str, Any]) -> str:
@@ -51,7 +52,7 @@ def default_result(fixed: Sequence[str], jobs: Sequence[Any]) -> dict[str, Any]:
     overrides alone (every searched key at its default); a job whose config equals it gives
     its result, else it is simulated here."""
     register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
         cfg = compose("config", overrides=list(fixed))
     resolved = json.loads(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
     for job in jobs:

@@ -29,21 +29,25 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 import simulator
+from common.paths import conf_dir
 from simulator.engine_profiles import auto_table, cost_model_name
 from simulator.params import ConfigError, SimConfig, SpecParams
-from workbench.config import SimulateConfig, load, register_configs
-from workbench.results import write_json, write_requests_csv
+from workbench.config import SimulateConfig, error_line, load, register_configs
+from workbench.results import setup_title, write_json, write_requests_csv
 from workbench.search import job_objective
 
 Runs = list[tuple[str, float | None, simulator.SimResult]]
@@ -102,9 +106,10 @@ def explicit_points(app: SimulateConfig, overrides: list[str]) -> None:
 
 
 def run_all(runs: list[tuple[str, float | None, SimConfig]], progress: bool) -> Runs:
-    """Simulate every planned run, with a rich progress bar."""
-    out = []
-    with Progress(transient=True, disable=not progress) as bar:
+    """Simulate every planned run, with a rich progress bar on stderr (when a terminal)."""
+    out, console = [], Console(stderr=True)
+    with Progress(console=console, transient=True,
+                  disable=not (progress and console.is_terminal)) as bar:
         task = bar.add_task("simulating", total=len(runs))
         for label, point, cfg in runs:
             bar.update(task, description=f"{label} @ {point}")
@@ -127,17 +132,19 @@ def cost_keys(results: Runs) -> dict[str, str]:
 
 def table(results: Runs, point_name: str) -> Table:
     """The terminal summary: one row per run, speedup against the baseline at that point;
-    tau is the mean over requests (the papers' definition). The title names the model,
-    hardware, engine profile and cost model; the caption where the costs come from."""
+    tau twice, each labelled: pooled per round (the glossary's tau: committed tokens over
+    decode rounds, all requests together) and the per-request mean (each request's tau,
+    averaged; the acceptance preset's target, so it reads as the published value). The
+    title names the model, hardware, engine profile and cost model; the caption where the
+    costs come from."""
     base = {p: r for label, p, r in results if label == "none"}
-    s0 = results[0][2].summary
     keys = cost_keys(results)
-    t = Table(title=f"simulated serving: {s0['model']} on {s0['hardware']}, engine profile "
-                    f"{keys['engine_profile']}, {keys['cost_model']} costs",
-              caption=f"cost source: {keys['cost_source']}")
+    t = Table(title=f"simulated serving: {setup_title(results[0][2].summary)}",
+              caption=f"cost source: {keys['cost_source']}; tau pooled: per round over all "
+                      "requests; tau per-req: per-request mean")
     for col in ("c" if point_name == "concurrency" else "req/s", "method", "tok/s",
-                "vs none", "tau", "TTFT50 ms", "TPOT50 ms", "ITL99 ms", "E2E99 s", "goodput",
-                "GPU", "preempt"):
+                "vs\nnone", "tau\npooled", "tau\nper-req", "TTFT50\nms", "TPOT50\nms",
+                "ITL99\nms", "E2E99\ns", "good-\nput", "GPU", "pre-\nempt"):
         t.add_column(col, justify="right", no_wrap=True)
     for label, point, r in results:
         s = r.summary
@@ -145,8 +152,10 @@ def table(results: Runs, point_name: str) -> Table:
         ref = base.get(point)
         speed = f"{tok / ref.summary['throughput']['output_tok_s']:.2f}x" if ref else "-"
         e2e = s["e2e_s"]["p99"]
+        tau = s["speculation"]
         t.add_row("-" if point is None else f"{point:g}", label, f"{tok:,.0f}", speed,
-                  f"{s['speculation']['tau_per_request'] or 1:.2f}", _ms(s["ttft_s"]["p50"]),
+                  f"{tau['tau'] or 1:.2f}", f"{tau['tau_per_request'] or 1:.2f}",
+                  _ms(s["ttft_s"]["p50"]),
                   _ms(s["tpot_s"]["p50"]), _ms(s["itl_s"]["p99"]),
                   "-" if e2e is None else f"{e2e:.2f}",
                   f"{100 * s['goodput']['fraction']:.0f}%",
@@ -173,10 +182,7 @@ def write_outputs(app: SimulateConfig, cfg: DictConfig, results: Runs, point_nam
     return paths
 
 
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
-
-
-@hydra.main(version_base=None, config_path=CONF_DIR, config_name="config")
+@hydra.main(version_base=None, config_path=str(conf_dir()), config_name="config")
 def _app(cfg: DictConfig) -> float:
     try:
         app = load(cfg)
@@ -205,7 +211,23 @@ def _app(cfg: DictConfig) -> float:
 
 
 def main() -> int:
-    """Entry point used by `python -m workbench simulate` (sys.argv holds the overrides)."""
+    """Entry point used by `python -m workbench simulate` (sys.argv holds the overrides).
+
+    A config that Hydra cannot compose (unknown group option or key, wrong type, missing
+    launcher plugin) ends as one line on stderr and exit status 2, like the range checks;
+    HYDRA_FULL_ERROR=1 in the environment keeps Hydra's full report instead."""
     register_configs()
-    _app()
+    previous = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises compose errors instead of printing
+    try:
+        _app()
+    except (HydraException, OmegaConfBaseException) as e:
+        if previous == "1":
+            raise
+        print(f"config error: {error_line(e)}", file=sys.stderr)
+        return 2
+    finally:
+        os.environ.pop("HYDRA_FULL_ERROR")
+        if previous is not None:
+            os.environ["HYDRA_FULL_ERROR"] = previous
     return 0

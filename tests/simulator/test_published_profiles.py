@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import yaml
 
+from common.paths import conf_dir
 from simulator.costs import RooflineCostModel
 from simulator.engine_profiles import KernelFactors, cost_model_name
 from simulator.methods import make_method
 from simulator.params import ConfigError, SimConfig
 from tests.simulator.helpers import FixedRoundCost, simulate, small
-from workbench.simulate import CONF_DIR
 
 
 def profile(name: str) -> dict:
-    cfg = yaml.safe_load(open(f"{CONF_DIR}/engine/{name}.yaml"))
+    cfg = yaml.safe_load(open(f"{conf_dir()}/engine/{name}.yaml"))
     cfg.pop("defaults")
     return cfg
 

@@ -44,7 +44,7 @@ def test_main_job_prints_the_table_and_writes_results(tmp_path):
     out = tmp_path / "run"
     proc = _simulate(f"hydra.run.dir={out}")
     assert proc.returncode == 0, proc.stderr
-    assert "dflash B=16" in proc.stdout and "vs none" in proc.stdout
+    assert "dflash B=16" in proc.stdout and "pooled" in proc.stdout and "per-req" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["meta"]["git_sha"] and summary["meta"]["versions"]["simpy"]
     runs = summary["runs"]
@@ -84,11 +84,40 @@ def test_an_explicit_concurrency_or_rate_is_the_only_point():
     (("spec.tau=100",), "config error: spec.tau = 100.0 must lie in (1, 16) at B = 16"),
     (("workload.arrival=trace", "workload.trace_path=missing.csv"),
      "config error: no such file: missing.csv"),
+    (("hardware.memory_gb=10",), "config error: model.qwen3-8b (+ drafter) does not fit: "
+     "18.5 GB of weights vs 8.5 GB = hardware.memory_gb * engine.mem_fraction_static"),
+    (("spec=nosuch",), "config error: In 'config': Could not find 'spec/nosuch' (options: "
+     "ar_chain, dflash, dspark, isd, linearspec, none, prompt_lookup)"),
+    (("spec.foo=1",), "config error: Could not override 'spec.foo'. To append to your config "
+     "use +spec.foo=1: Key 'foo' not in 'SpecParams'"),
+    (("workload.concurrency=abc",), "config error: Error merging override "
+     "workload.concurrency=abc: Value 'abc' of type 'str' could not be converted to Integer"),
 ])
-def test_errors_found_while_running_are_one_line(tmp_path, args, message):
+def test_config_errors_are_one_line_with_status_2(tmp_path, args, message):
     proc = _simulate(*args, f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [message]
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_a_missing_launcher_plugin_names_its_install_command(tmp_path):
+    """experiment=methods without the `sweep` extra: Hydra's plugin scan is made to skip
+    the joblib launcher, as if hydra-joblib-launcher were not installed."""
+    code = ("import pkgutil, sys\n"
+            "walk = pkgutil.walk_packages\n"
+            "pkgutil.walk_packages = lambda *a, **k: (m for m in walk(*a, **k)\n"
+            "                                         if 'joblib' not in m.name)\n"
+            "from workbench.__main__ import main\n"
+            "raise SystemExit(main(['simulate', 'experiment=methods',"
+            f" 'hydra.sweep.dir={tmp_path}']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("config error: ")
+    assert "Could not find 'hydra/launcher/joblib'" in lines[0]
+    assert lines[0].endswith("the joblib launcher is not installed: "
+                             "pip install 'dflash-workbench[sweep]'")
 
 
 def test_multirun_with_the_joblib_launcher(tmp_path):
