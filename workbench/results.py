@@ -63,7 +63,7 @@ def setup_title(summary: dict[str, Any]) -> str:
     """What a simulation modelled, in one line: model, hardware, engine (and its profile),
     cost model (and the source of its numbers) from a run's summary, e.g. "qwen3-8b on h200,
     overlap engine, analytic roofline costs". `engine_profile` and `cost_source` are named
-    when the summary carries them."""
+    when the summary carries them (the source up to its first colon: the table's file)."""
     replicas = summary.get("replicas") or 1
     where = f"{summary.get('hardware', '?')}" + (f" x {replicas}" if replicas > 1 else "")
     engine = f"{summary.get('engine_mode', '?')} engine"
@@ -72,5 +72,5 @@ def setup_title(summary: dict[str, Any]) -> str:
     costs = summary.get("cost_model") or "roofline"
     costs = f"{'analytic roofline' if costs == 'roofline' else costs} costs"
     if summary.get("cost_source"):
-        costs += f" ({summary['cost_source']})"
+        costs += f" ({summary['cost_source'].split(':')[0]})"
     return f"{summary.get('model', '?')} on {where}, {engine}, {costs}"

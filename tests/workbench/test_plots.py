@@ -13,7 +13,8 @@ from workbench.config import SimulateConfig
 from workbench.results import setup_title
 from workbench.simulate import plan_runs, run_all
 
-SETUP = "qwen3-8b on h200, overlap engine, analytic roofline costs"
+SETUP = ("qwen3-8b on h200, overlap engine (workbench), calibrated h200/qwen3-8b costs "
+         "(conf/calibration/h200/qwen3-8b.json)")
 
 
 @pytest.fixture(scope="module")
