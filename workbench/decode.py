@@ -18,11 +18,12 @@ one prompt a line, text, or token ids with `--ids`; a .jsonl file holds a JSON s
 list or {"text", "ids"} object a line (multi-line text; the zoo's prompt sets). Every prompt
 is decoded, `--batch-size` at a time. Without prompts: `--batch-size` random prompts of
 `--prompt-len` ids. Text goes through the model's own tokenizer (tokenizer.json in the target
-folder, or `--tokenizer`). Each completion prints as text (with its ids under `--show-ids`;
-as ids alone without a tokenizer, as for random targets) after a line of its new tokens,
-rounds and tau; then the pooled tokens/s, tau, commit-length histogram and per-round time
-split. The engine runs under the shared EngineOptions flags (common/engine_options.py).
-Bad input ends the command with one line naming the argument or file, exit status 2.
+folder, or `--tokenizer`). Each completion prints as text, special tokens kept (its ids too
+under `--show-ids`; ids alone without a tokenizer, as for random targets), after a line of
+its new tokens, rounds and tau; then the pooled tokens/s, tau, commit-length histogram and
+per-round time split. The engine runs under the shared EngineOptions flags
+(common/engine_options.py). Bad input ends the command with one line naming the argument
+or file, exit status 2.
 """
 
 from __future__ import annotations

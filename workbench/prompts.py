@@ -91,8 +91,10 @@ def read_prompt_file(path: str, ids: bool = False) -> list[Prompt]:
 
 def load_tokenizer(path: str | Path, argument: str = "--tokenizer"):
     """A `tokenizers.Tokenizer` from a tokenizer.json file, or from a folder holding one."""
-    from tokenizers import Tokenizer
-
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as e:
+        raise UsageError(f"{argument}: text needs the tokenizers library ({e})") from e
     file = Path(path)
     file = file / "tokenizer.json" if file.is_dir() else file
     if not file.is_file():

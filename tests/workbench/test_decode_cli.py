@@ -253,7 +253,10 @@ def bad_dirs(tmp_path_factory, random_dir):
         (["random:tiny", "--prompts", "{bad}/nope.txt"], "--prompts: {bad}/nope.txt not found"),
         (["random:tiny", "--prompts", "{bad}/empty.txt"], "{bad}/empty.txt holds no prompt"),
         (["random:tiny", "--prompts", "{bad}/ids.txt", "--ids"], "{bad}/ids.txt line 2: 'three'"),
-        (["random:tiny", "--prompt-ids", "1,x"], "--prompt-ids 1: '1,x' is not a list of token ids"),
+        (
+            ["random:tiny", "--prompt-ids", "1,x"],
+            "--prompt-ids 1: '1,x' is not a list of token ids",
+        ),
         (["{bad}/missing"], "{bad}/missing not found"),
         (["{bad}/corrupt"], "{bad}/corrupt/config.json is not valid JSON"),
         (["{bad}/llama"], "architecture LlamaForCausalLM is not supported (supported: Qwen3"),
