@@ -28,6 +28,26 @@ def _field(cfg: dict, name: str, kind: type, where: str, default: Any = ...) -> 
     return value
 
 
+# The target architectures the engine runs (its one layer: Qwen3's, q/k norms included).
+TARGET_ARCHITECTURES = ("Qwen3ForCausalLM",)
+TARGET_MODEL_TYPES = ("qwen3",)
+
+
+def check_target_architecture(cfg: dict, where: str = "config.json") -> None:
+    """Raise ConfigError when `architectures` or `model_type` names a model other than Qwen3's
+    (a config without either, as the presets, passes: its fields are checked one by one)."""
+    found = cfg.get("architectures") or []
+    found = found if isinstance(found, list) else [found]
+    bad = [a for a in found if a not in TARGET_ARCHITECTURES]
+    if bad:
+        raise ConfigError(f"{where}: architecture {', '.join(map(str, bad))} is not supported "
+                          f"(supported: {', '.join(TARGET_ARCHITECTURES)})")
+    model_type = cfg.get("model_type", TARGET_MODEL_TYPES[0])
+    if model_type not in TARGET_MODEL_TYPES:
+        raise ConfigError(f"{where}: model_type {model_type!r} is not supported (supported: "
+                          f"{', '.join(TARGET_MODEL_TYPES)})")
+
+
 def _rope_theta(cfg: dict, where: str) -> float:
     params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     rope_type = params.get("rope_type", params.get("type", "default"))

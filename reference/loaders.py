@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from common.engine_options import EngineOptions
-from reference.config import ConfigError, DFlashConfig, ModelConfig
+from reference.config import ConfigError, DFlashConfig, ModelConfig, check_target_architecture
 from reference.dflash import DFlashProposer, Drafter
 from reference.dflash_tree import DFlashTreeProposer
 from reference.model import LayerWeights, Target, rope_cache
@@ -67,25 +68,43 @@ DFLASH_PRESETS = {  # drafter config.json of random:<preset> drafters
 
 
 def _read_json(path: Path, what: str) -> dict:
+    """The JSON object in `path`; FileNotFoundError or ValueError naming the file."""
     if not path.is_file():
         raise FileNotFoundError(f"{what}: {path} not found")
-    return json.loads(path.read_text())
+    try:
+        out = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{what}: {path} is not valid JSON ({e})") from e
+    if not isinstance(out, dict):
+        raise ValueError(f"{what}: {path} holds a JSON {type(out).__name__}, not an object")
+    return out
+
+
+def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise FileNotFoundError(f"weights: {path} not found")
+    try:
+        return load_file(str(path))
+    except SafetensorError as e:  # truncated or corrupt: the library's message omits the file
+        raise ValueError(f"weights: {path} is not a readable safetensors file ({e})") from e
 
 
 def read_safetensors(directory: Path) -> dict[str, torch.Tensor]:
     """All tensors of `model.safetensors`, or of every shard named by the index."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        files = sorted(set(_read_json(index, "shard index")["weight_map"].values()))
+        weight_map = _read_json(index, "shard index").get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"shard index: {index} has no 'weight_map' object")
         out: dict[str, torch.Tensor] = {}
-        for name in files:
-            out.update(load_file(str(directory / name)))
+        for name in sorted(set(weight_map.values())):
+            out.update(_load_safetensors(directory / name))
         return out
     single = directory / "model.safetensors"
     if not single.is_file():
         raise FileNotFoundError(f"{directory}: neither model.safetensors nor "
                                 "model.safetensors.index.json found")
-    return load_file(str(single))
+    return _load_safetensors(single)
 
 
 def _take(weights: dict, name: str, shape: tuple[int, ...], where: str, device, dtype):
@@ -145,17 +164,31 @@ def target_from_state_dict(cfg: ModelConfig, weights: dict, *, device=None, dtyp
                   options=options or EngineOptions())
 
 
+def target_config(path) -> ModelConfig:
+    """The ModelConfig of the HF directory `path`, read without its weights. Raises
+    FileNotFoundError (the directory or its config.json missing), ValueError naming
+    config.json when it is not JSON, and ConfigError when it is not a Qwen3ForCausalLM or a
+    field is missing or wrong."""
+    directory = Path(path)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"target: {directory} " + ("is not a directory (an HF model "
+                                "folder with config.json)" if directory.exists() else "not found"))
+    where = directory / "config.json"
+    raw = _read_json(where, "target config")
+    check_target_architecture(raw, str(where))
+    cfg = ModelConfig.from_dict(raw, str(where))
+    if cfg.vocab_size <= 0:
+        raise ConfigError(f"{where}: missing field 'vocab_size'")
+    return cfg
+
+
 def load_target(path, *, device=None, dtype=None,
                 options: EngineOptions | None = None) -> Target:
     """Load an HF-format Qwen3ForCausalLM directory (config.json + safetensors); the target
-    runs under `options` (None: the EngineOptions defaults)."""
-    directory = Path(path)
-    cfg = ModelConfig.from_dict(_read_json(directory / "config.json", "target config"),
-                                f"{directory}/config.json")
-    if cfg.vocab_size <= 0:
-        raise ConfigError(f"{directory}/config.json: missing field 'vocab_size'")
-    return target_from_state_dict(cfg, read_safetensors(directory), device=device, dtype=dtype,
-                                  where=str(directory), options=options)
+    runs under `options` (None: the EngineOptions defaults). Errors name the file
+    (`target_config`; ValueError for a truncated or corrupt safetensors file)."""
+    return target_from_state_dict(target_config(path), read_safetensors(Path(path)),
+                                  device=device, dtype=dtype, where=str(path), options=options)
 
 
 def drafter_from_state_dict(cfg: DFlashConfig, weights: dict, target: Target,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 COMMANDS = {
     "simulate": ("workbench.simulate", "simulate a serving engine (Hydra app; the main job)"),
-    "decode": ("workbench.decode", "decode prompts with the reference engine (AR or DFlash)"),
+    "decode": ("workbench.decode", "decode text or token-id prompts with the reference engine"),
     "kernels-check": ("kernels.check", "check every Triton kernel against its oracle"),
     "serve-bench": ("workbench.serve_bench", "serving loop: sync vs overlap, concurrency sweep"),
     "calibrate": ("workbench.calibrate", "time the engine's pieces on the GPU -> cost tables"),

@@ -1,108 +1,288 @@
 """`python -m workbench decode`: decode prompts with the reference engine, AR or speculative.
 
+    python -m workbench decode experiments/zoo/target --drafter experiments/zoo/dflash-b16 \\
+        --prompt "def fib(n):" --max-new-tokens 64
+    python -m workbench decode experiments/zoo/target --method prompt_lookup:block_size=8 \\
+        --prompts experiments/zoo/prompts/prompts-test.jsonl --batch-size 16 --stop "<|endoftext|>"
     python -m workbench decode random:tiny --method oracle:tau=3,block_size=8 --batch-size 4
-    python -m workbench decode path/to/Qwen3 --drafter path/to/DFlash --prompts p.jsonl
-    python -m workbench decode random:tiny --method isd:stride=4
 
-The target is an HF directory or `random:<preset>` (reference.loaders.PRESETS). The method
-is any registered one (reference/methods/, `--method list` names them) as
-`name:key=value,...`; `--drafter DIR` is the method of a drafter folder (its config's
-variant: DFlash, or one of the ablations), `--drafter random` a DFlash drafter with random
-weights of the preset's shapes; neither means plain autoregressive decoding. Prompts come
-from a JSON-lines file of token-id lists, or are random. Prints tokens/s, tau, the
-commit-length histogram and the per-round time split. The engine runs under the
-EngineOptions of the shared flags (common/engine_options.py, e.g. --no-fused-qk).
+The target is an HF Qwen3ForCausalLM directory or `random:<preset>` (reference.loaders.PRESETS).
+The method is a registered one (`--method list` names them) as `name:key=value,...`;
+`--drafter DIR` is the method of a drafter folder (DFlash, or an ablation its config names),
+`--drafter random` a DFlash drafter with random weights of the preset's shapes; neither is
+plain autoregressive decoding. The method is built for each batch (an oracle drafts that
+batch's greedy continuations).
+
+Prompts: `--prompt TEXT` or `--prompt-ids "1,2,3"` (both repeatable), or `--prompts FILE`:
+one prompt a line, text, or token ids with `--ids`; a .jsonl file holds a JSON string, id
+list or {"text", "ids"} object a line (multi-line text; the zoo's prompt sets). Every prompt
+is decoded, `--batch-size` at a time. Without prompts: `--batch-size` random prompts of
+`--prompt-len` ids. Text goes through the model's own tokenizer (tokenizer.json in the target
+folder, or `--tokenizer`). Each completion prints as text, special tokens kept (its ids too
+under `--show-ids`; ids alone without a tokenizer, as for random targets), after a line of
+its new tokens, rounds and tau; then the pooled tokens/s, tau, commit-length histogram and
+per-round time split. The engine runs under the shared EngineOptions flags
+(common/engine_options.py). Bad input ends the command with one line naming the argument
+or file, exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+from pathlib import Path
 
 from common.engine_options import add_arguments, from_args
+from workbench.prompts import (
+    Prompt,
+    UsageError,
+    encode,
+    load_tokenizer,
+    parse_ids,
+    read_prompt_file,
+    stop_token_ids,
+)
 
 
-def _args(argv):
-    p = argparse.ArgumentParser(prog="python -m workbench decode", description=__doc__)
-    p.add_argument("target", help="HF Qwen3 directory or random:<preset>")
-    p.add_argument("--method", default=None,
-                   help="registered method spec, e.g. oracle:tau=6.5, isd:stride=4, "
-                        "prompt_lookup:block_size=8; 'list' prints the names")
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (`--help` shows the usage)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _number(kind: type, rule: str, ok):
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
+
+    return convert
+
+
+POSITIVE = _number(int, ">= 1", lambda v: v >= 1)
+
+
+def _parser() -> _Parser:
+    p = _Parser(
+        prog="python -m workbench decode",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("target", help="HF Qwen3ForCausalLM directory or random:<preset>")
+    p.add_argument(
+        "--method",
+        default=None,
+        help="registered method spec, e.g. oracle:tau=6.5, isd:stride=4, "
+        "prompt_lookup:block_size=8; 'list' prints the names",
+    )
     p.add_argument("--drafter", default=None, help="drafter folder, or 'random'")
-    p.add_argument("--prompts", default=None, help="JSON lines, one list of token ids each")
-    p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--prompt-len", type=int, default=64, help="random prompts' length")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--block-size", type=int, default=None,
-                   help="B of --drafter (default: the drafter's); a --method takes block_size=")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
+    given = p.add_mutually_exclusive_group()
+    given.add_argument("--prompt", action="append", metavar="TEXT", help="a text prompt")
+    given.add_argument(
+        "--prompt-ids",
+        action="append",
+        metavar="IDS",
+        help='a prompt of token ids, "1,2,3" or "1 2 3"',
+    )
+    given.add_argument("--prompts", metavar="FILE", help="one prompt a line (see above)")
+    p.add_argument("--ids", action="store_true", help="the --prompts lines are token ids")
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="tokenizer.json, or a folder holding one (default: the target's)",
+    )
+    p.add_argument(
+        "--stop",
+        action="append",
+        default=[],
+        metavar="STRING",
+        help="cut each completion before the first stop string (repeatable); the "
+        "engine stops early on a stop string that is one token of the "
+        "tokenizer (e.g. '<|endoftext|>'), others only cut the text",
+    )
+    p.add_argument("--show-ids", action="store_true", help="print each completion's ids too")
+    p.add_argument("--batch-size", type=POSITIVE, default=1)
+    p.add_argument("--prompt-len", type=POSITIVE, default=64, help="random prompts' length")
+    p.add_argument("--max-new-tokens", type=POSITIVE, default=128)
+    p.add_argument(
+        "--block-size",
+        type=POSITIVE,
+        default=None,
+        help="B of --drafter (default: the drafter's); a --method takes block_size=",
+    )
+    p.add_argument("--temperature", type=_number(float, ">= 0", lambda v: v >= 0), default=0.0)
+    p.add_argument("--top-k", type=_number(int, ">= 0 (0: off)", lambda v: v >= 0), default=0)
+    p.add_argument("--top-p", type=_number(float, "in (0, 1]", lambda v: 0 < v <= 1), default=1.0)
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda if present)")
     p.add_argument("--compile", action="store_true", help="torch.compile the layers (CUDA)")
     add_arguments(p)
-    return p.parse_args(argv)
+    return p
 
 
 def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except UsageError as e:
+        parser.error(str(e))
+
+
+def _given_prompts(args) -> list[Prompt] | None:
+    if args.ids and not args.prompts:
+        raise UsageError(
+            "--ids applies to --prompts FILE (use --prompt-ids for ids on the command line)"
+        )
+    if args.prompts:
+        return read_prompt_file(args.prompts, args.ids)
+    if args.prompt_ids:
+        return [
+            Prompt(f"--prompt-ids {k}", ids=parse_ids(t, f"--prompt-ids {k}"))
+            for k, t in enumerate(args.prompt_ids, 1)
+        ]
+    if args.prompt:
+        for k, text in enumerate(args.prompt, 1):
+            if not text:
+                raise UsageError(f"--prompt {k}: empty text")
+        return [Prompt(f"--prompt {k}", text=t) for k, t in enumerate(args.prompt, 1)]
+    return None
+
+
+def _check_flags(args) -> None:
+    if args.method and args.drafter:
+        raise UsageError("give --method or --drafter, not both")
+    if args.block_size is not None and not args.drafter:
+        raise UsageError("--block-size applies to --drafter; give block_size= in --method")
+    if args.drafter == "random" and not args.target.startswith("random:"):
+        raise UsageError("--drafter random needs a random:<preset> target")
+
+
+def _device(name: str | None) -> str:
     import torch
 
-    from reference.generate import generate
-    from reference.loaders import load_target, random_target
-    from reference.methods import BuildContext, MethodSpec, build, names
-    from reference.methods.variants import drafter_spec
+    if name is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"--device {name}: not a device name (cpu, cuda or cuda:N)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            built = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA support"
+            raise UsageError(
+                f"--device {name}: no CUDA device: torch {torch.__version__} "
+                f"({built}) sees no GPU on this machine; use --device cpu"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise UsageError(
+                f"--device {name}: no such CUDA device (this machine has "
+                f"{torch.cuda.device_count()})"
+            )
+    elif device.type != "cpu":
+        raise UsageError(f"--device {name}: the engine runs on cpu or cuda")
+    return name
 
-    args = _args(argv)
+
+def _tokenizer(args):
+    """(the tokenizer, the line naming it), or (None, why there is none)."""
+    if args.tokenizer:
+        return load_tokenizer(args.tokenizer), f"tokenizer: {args.tokenizer}"
+    if args.target.startswith("random:"):
+        return None, f"{args.target} has no tokenizer"
+    file = Path(args.target) / "tokenizer.json"
+    if file.is_file():
+        return load_tokenizer(file, "target"), f"tokenizer: {file}"
+    return None, f"{file} not found"
+
+
+def _run(args) -> int:
+    prompts = _given_prompts(args)
+    _check_flags(args)
+    import torch
+
+    from reference.loaders import load_target, random_target
+    from reference.methods import names
+    from workbench.decode_run import blame, decode_batches
+
     if args.method == "list":
         print("\n".join(names()))
         return 0
-    if args.method and args.drafter:
-        raise SystemExit("give --method or --drafter, not both")
+    device = _device(args.device)
+    preset = args.target.removeprefix("random:") if args.target.startswith("random:") else None
+    prompts, ids, tokenizer, which = _encoded(args, preset, prompts)
+    spec = _spec(args, preset)
     opts = from_args(args)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    preset = args.target.removeprefix("random:")
-    if args.target.startswith("random:"):
-        target = random_target(preset, device=device, dtype=dtype, options=opts)
-    else:
-        target = load_target(args.target, device=device, dtype=dtype, options=opts)
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    with blame(f"target {args.target}" if preset else ""):
+        target = (
+            random_target(preset, device=device, dtype=dtype, options=opts)
+            if preset
+            else load_target(args.target, device=device, dtype=dtype, options=opts)
+        )
     if args.compile:
         target.enable_compile()
-    if args.prompts:
-        with open(args.prompts) as f:
-            prompts = [json.loads(line) for line in f if line.strip()][: args.batch_size]
-    else:
-        gen = torch.Generator().manual_seed(0)
-        shape = (args.batch_size, args.prompt_len)
-        prompts = torch.randint(0, target.config.vocab_size, shape, generator=gen).tolist()
-    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    block = {} if args.block_size is None else {"block_size": args.block_size}
-    if args.drafter == "random":
-        spec = MethodSpec.of("dflash", random=preset, **block)
-    elif args.drafter:
-        spec = drafter_spec(args.drafter, **block)
-    else:
-        spec = MethodSpec.parse(args.method or "none")
-    proposer = build(spec, target, BuildContext(prompts, args.max_new_tokens))
-    print(f"method: {spec}")
-    generate(target, prompts, proposer=proposer, max_new_tokens=min(8, args.max_new_tokens),
-             **sampling)  # warm-up: CUDA graphs, compilation
-    out = generate(target, prompts, proposer=proposer, max_new_tokens=args.max_new_tokens,
-                   **sampling)
-    _report(out.stats, proposer is not None, opts.asdict())
+    print(which)
+    decode_batches(
+        args,
+        target,
+        prompts,
+        ids,
+        spec,
+        tokenizer,
+        stop_token_ids(tokenizer, args.stop) if args.stop else [],
+        opts.asdict(),
+    )
     return 0
 
 
-def _report(s: dict, speculative: bool, engine_options: dict) -> None:
-    rounds = max(s["rounds"], 1)
-    print("engine options: " + ", ".join(f"{k}={v}" for k, v in engine_options.items()))
-    print(f"decode: {s['tokens_per_s']:.1f} tok/s, {s['new_tokens']} new tokens, "
-          f"{s['rounds']} rounds, prefill {s['prefill_s'] * 1e3:.1f} ms")
-    if speculative:
-        print(f"tau (mean commit length): {s['tau']:.3f}")
-        total = sum(s["commit_hist"].values())
-        for n, count in s["commit_hist"].items():
-            print(f"  commit {n:>3}: {count:>6} {'#' * round(50 * count / total)}")
-    split = {k: s[f"{k}_s"] * 1e3 / rounds for k in ("draft", "verify", "accept", "inject",
-                                                     "host")}
-    print("per round (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in split.items()))
+def _encoded(args, preset: str | None, prompts: list[Prompt] | None):
+    """Prompts (random ones when none were given) and their ids, checked against the
+    target's config before any weight is read; the tokenizer and the line naming it."""
+    import torch
+
+    from reference.loaders import preset_config, target_config
+    from workbench.decode_run import blame, check_lengths
+
+    with blame(f"target {args.target}" if preset else ""):
+        cfg = preset_config(preset) if preset else target_config(args.target)
+    tokenizer, which = _tokenizer(args)
+    if tokenizer is None:
+        if args.stop:
+            raise UsageError(f"--stop needs a tokenizer ({which}): give --tokenizer FILE")
+        for p in prompts or ():
+            if p.ids is None:
+                raise UsageError(
+                    f"{p.where}: a text prompt needs a tokenizer ({which}): "
+                    "give --tokenizer FILE, or token ids (--prompt-ids, --ids)"
+                )
+        which = f"tokenizer: none ({which}): prompts and completions are token ids"
+    if prompts is None:
+        gen = torch.Generator().manual_seed(0)
+        ids = torch.randint(
+            0, cfg.vocab_size, (args.batch_size, args.prompt_len), generator=gen
+        ).tolist()
+        prompts = [Prompt(f"random prompt {k}", ids=tuple(p)) for k, p in enumerate(ids, 1)]
+    ids = encode(prompts, tokenizer, cfg.vocab_size)
+    check_lengths(prompts, ids, args.max_new_tokens, 1, cfg.max_position)
+    return prompts, ids, tokenizer, which
+
+
+def _spec(args, preset: str | None):
+    """The MethodSpec of --drafter or --method (plain decoding when neither is given)."""
+    from reference.methods import MethodSpec
+    from reference.methods.variants import drafter_spec
+    from workbench.decode_run import blame
+
+    block = {} if args.block_size is None else {"block_size": args.block_size}
+    if args.drafter == "random":
+        return MethodSpec.of("dflash", random=preset, **block)
+    if args.drafter:
+        with blame("--drafter"):
+            return drafter_spec(args.drafter, **block)
+    with blame("--method"):
+        return MethodSpec.parse(args.method or "none")
