@@ -16,6 +16,7 @@ COMMANDS = {
     "serve-bench": ("workbench.serve_bench", "serving loop: sync vs overlap, concurrency sweep"),
     "calibrate": ("workbench.calibrate", "time the engine's pieces on the GPU -> cost tables"),
     "validate": ("workbench.validate", "engine runs (GPU) vs simulator predictions (report)"),
+    "reproduce": ("workbench.reproduce", "paper tables and figures vs the workbench (report)"),
 }
 
 
