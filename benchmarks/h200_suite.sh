@@ -7,7 +7,7 @@
 # PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
 #                keys the recipe accepts) and a probe of a drafter's training step eager vs
 #                compiled (60 s each, alone) (~5.5 min)
-#       engine   the engine bench at batch 1 (issue 3's shape: prompt 512, 256 new tokens;
+#       engine   the engine bench at batch 1 (prompt 512, 256 new tokens;
 #                AR with and without lookahead, DFlash with the oracle, the decode step's top
 #                kernels) twice: GEMV tuned in CUDA graphs (the default), then by do_bench
 #                (--no-gemv-tune-graph); the attention and GEMV kernels' rows (split
@@ -27,7 +27,7 @@
 #       depth    table 9 in the paper's setting on a cold machine: the data, full and
 #                fusion drafters of 5 layers at B = 8 (--layers 5 --block 8, 4.5 minutes
 #                each in parallel) and their acceptance (~9.5 min)
-#       base     the base pair (issue 4: a 30-60M target carries more future information than
+#       base     the base pair (does a 30-60M target carry more future information than
 #                the small one), stage 1: the recipe's target (dropout 0.3, the default for
 #                base, chosen by the sweep of benchmarks/toy/2026-11-29-base-pair-dropout/)
 #                and its data, the tokenizer copied from the zoo (~5 min: target 107 s,

@@ -1,6 +1,6 @@
 """`python -m workbench reproduce [--only NAME ...] [--out DIR]`: the paper results, one report.
 
-Every entry of `ENTRIES` is one published claim (DFlash paper Tables 3, 5, 8, 9, 10, 12, 13,
+Every entry of `entries()` is one published claim (DFlash paper Tables 3, 5, 8, 9, 10, 12, 13,
 Figures 3 and 5, SGLang's Spec V2 gain, DSpark, self-speculation): its paper value, a
 `measure` that computes the workbench's value, and the rule that decides whether the claim
 holds. A measure either runs the serving simulator on the CPU (seconds;
@@ -21,38 +21,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from common.stamps import stamp
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one measure found: the value as the report prints it, whether the paper's claim
-    holds on it (None: no workbench value yet), and the data it came from when that differs
-    from the entry's (a committed prediction file replacing the simulator)."""
-
-    value: str
-    holds: bool | None
-    data: str | None = None
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One reproduced result. `paper` gives the published numbers and, after "claim:", the
-    statement `measure` checks; `data` names the simulator setup or the committed files
-    (GPU measurements prefixed "committed GPU data"); `command` regenerates that data."""
-
-    name: str
-    result: str
-    paper: str
-    data: str
-    command: str
-    measure: Callable[[], Outcome]
+from workbench.reproduce_entry import ROOT, Entry
 
 
 def entries() -> list[Entry]:

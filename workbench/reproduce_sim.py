@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from workbench.reproduce import ROOT, Entry, Outcome
+from workbench.reproduce_entry import ROOT, Entry, Outcome
 
 PUBLISHED = "experiments/published/predictions.json"
 SIM = "python -m workbench simulate"

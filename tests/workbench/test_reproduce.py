@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from workbench import reproduce, reproduce_data, reproduce_sim
+from workbench import reproduce, reproduce_data, reproduce_entry, reproduce_sim
 
-REPORT = reproduce.ROOT / "experiments" / "reproduce"
+REPORT = reproduce_entry.ROOT / "experiments" / "reproduce"
 
 
 def test_falls_compares_the_last_concurrency_with_the_first():
