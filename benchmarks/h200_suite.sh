@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# The H200 runbook: every GPU measurement of the workbench in parts, each one `device run`
-# of under 10 minutes, run back to back on one warm machine (artifacts/ persists between them).
+# The H200 runbook: every GPU measurement of the workbench in parts of under 10 minutes each,
+# run one after another on the same machine (artifacts/ persists between them).
 #
 #   bash benchmarks/h200_suite.sh PART OUT [micro]
 #
 # PART: world    the toy data (tokenizer and target come from experiments/zoo, whose stage
 #                keys the recipe accepts) and a probe of a drafter's training step eager vs
 #                compiled (60 s each, alone) (~5.5 min)
-#       engine   the engine bench at batch 1 (issue 3's shape: prompt 512, 256 new tokens;
+#       engine   the engine bench at batch 1 (prompt 512, 256 new tokens;
 #                AR with and without lookahead, DFlash with the oracle, the decode step's top
 #                kernels) twice: GEMV tuned in CUDA graphs (the default), then by do_bench
 #                (--no-gemv-tune-graph); the attention and GEMV kernels' rows (split
 #                count at batch 1; the tuned GEMV against cuBLAS in graph replays that stream
 #                W past L2) (~5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
-#                export (~9.5 min; needs world; the zoo's drafters are from 2026-11-29d)
+#                export (~9.5 min; needs world)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
 #                input fusion, uniform blocks), 8 minutes each in parallel, and their
 #                acceptance (~9.5 min; after world: its data and the probe, which decides
@@ -26,33 +26,33 @@
 #                (~9 min; needs drafters or the zoo's drafters copied to artifacts/toy)
 #       depth    table 9 in the paper's setting on a cold machine: the data, full and
 #                fusion drafters of 5 layers at B = 8 (--layers 5 --block 8, 4.5 minutes
-#                each in parallel) and their acceptance (~9.5 min; 2026-11-29e ran it at
-#                B = 16 for 4.5 minutes after an engine bench)
-#       base     the base pair (issue 4: a 30-60M target carries more future information than
+#                each in parallel) and their acceptance (~9.5 min)
+#       base     the base pair (does a 30-60M target carry more future information than
 #                the small one), stage 1: the recipe's target (dropout 0.3, the default for
-#                base since 2026-11-29h's sweep, whose commands are in that run's README) and
-#                its data, the tokenizer copied from the zoo (~5 min; 2026-11-29h: target
-#                107 s, data 155 s)
-#       base-drafters stage 2 on the same warm machine: both drafters in parallel (8 min)
+#                base, chosen by the sweep of benchmarks/toy/2026-11-29-base-pair-dropout/)
+#                and its data, the tokenizer copied from the zoo (~5 min: target 107 s,
+#                data 155 s)
+#       base-drafters stage 2 on the same machine: both drafters in parallel (8 min)
 #                and the recipe's eval (64 prompts) (~9 min)
 #       base-eval the base and small (zoo) pairs on the same 1024 prompts per split, T = 0
 #                and 1, and their paired difference (experiments/acceptance_compare.py), also
 #                by repetition stratum; the base pair's block-size study (table 8)
 #                (~3 min; after base-drafters)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
-#                trainers it ran out of GPU memory on 2026-11-29d); the toy data first when
+#                trainers it runs out of GPU memory); the toy data first when
 #                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
-# Run a part when its inputs change (results: benchmarks/h200-2026-11-29c to -29h).
-# OUT: where results go ($OUT on the device machine); they come back as a few .tar chunks
-# (the device returns at most 8 files). `micro` runs every command at CPU-test scale, to check
-# the runbook itself on a machine without a GPU.
+# Run a part when its inputs change (results: benchmarks/README.md lists every run).
+# OUT: where results go; each part packs them as a few .tgz chunks of at most 15 MB.
+# `micro` runs every command at CPU-test scale, to check the runbook itself on a machine
+# without a GPU.
 #
 # Back on the CPU machine: bash benchmarks/h200_suite.sh post DEST DIR... unpacks every part's
-# chunks found in the DIRs (the device's files_at folders) into DEST (e.g.
-# benchmarks/h200-<date>), copies the zoo to experiments/zoo, installs the calibration tables,
-# and writes the validation, Spec V2 and self-spec reports.
+# chunks found in the DIRs into DEST/<part>/, copies the zoo to experiments/zoo, installs the
+# calibration tables, and writes the validation, Spec V2 and self-spec reports. Each part's
+# folder then goes to benchmarks/<topic>/<date>-<slug>/ with a README (command, GPU,
+# versions, headline) and a row in benchmarks/README.md.
 set -u
 if [ "$1" = post ]; then
   dest=$2
@@ -127,16 +127,17 @@ else
   ACC=()
   CAL=(model=qwen3-8b --budget-s 150)
   VAL=(model=qwen3-8b --new-tokens 96)
-  BENCH=(--batch-sizes 1 --profile)  # with the transformers peer in the same run; bs 4-64: 29
+  BENCH=(--batch-sizes 1 --profile)  # with the transformers peer in the same run (bs 4-64:
+  # benchmarks/reference/2026-11-29-engine-paged-attention/)
   LONG=()
-  LONG_MIN=8  # after world on the same warm machine
+  LONG_MIN=8  # after world on the same machine
   LONG_COLD_MIN=5.5  # the data stage first (~2.5 min)
   DEPTH=5  # the paper's drafters (table 9: Qwen3-4B, 5 layers)
-  DEPTH_MIN=4.5  # 2026-11-29e: data 127 s, training 4.5 min, acceptance: 591 s with a bench
+  DEPTH_MIN=4.5  # data 127 s, training 4.5 min, acceptance: 591 s with a bench
   BASE1=(--size base --budget-minutes 9)  # target and data: the drafters do not fit
   BASE2=(--size base --budget-minutes 10.5)
   PAIRED=(num_prompts=1024 batch_size=1024)  # 2 paired SE 0.12-0.18 at T = 0 (256 prompts:
-  # 0.25-0.38); one batch: 127 s for both pairs (29g), batch 64 would take ~10 min
+  # 0.25-0.38); one batch: 127 s for both pairs, batch 64 would take ~10 min
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
 fi
@@ -223,7 +224,7 @@ case $part in
     ;;
   base)
     [ -z "$micro" ] && mkdir -p $B && cp -rn experiments/zoo/tokenizer $B/
-    # the target's and the data's wall caps: 4 + 3.5 minutes (2026-11-29h: 107 + 155 s)
+    # the target's and the data's wall caps: 4 + 3.5 minutes (measured: 107 + 155 s)
     OMP_NUM_THREADS=8 run recipe 480 python -m toy.recipe --out $B "${BASE1[@]}"
     cp $B/target/stage.json "$R/target_stage.json"
     ;;
@@ -244,7 +245,7 @@ case $part in
     run compare_by_repetition 60 python -m experiments.acceptance_compare "$R/acc_base" \
       "$R/acc_toy" --strata 0.3 0.7 --out "$R/compare_by_repetition.md"
     run acc_base_block_size 150 python -m experiments.acceptance artifacts=$B \
-      study=block_size "hydra.run.dir=$R/acc_base_block_size" "${ACC[@]}"  # table 8 (34 s, 29f)
+      study=block_size "hydra.run.dir=$R/acc_base_block_size" "${ACC[@]}"  # table 8 (34 s)
     ;;
   selfspec)
     [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ] && toy_data data

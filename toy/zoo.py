@@ -6,7 +6,7 @@ Copies the tokenizer, the target and the drafters of a finished recipe run (ever
 those stage folders) into the zoo folder and writes `manifest.json`: per file its sha256 and
 size; per stage the command and seed that produced it, its key (toy/recipe.py),
 metrics and wall time. `verify_zoo` re-hashes the files against the manifest. The committed
-zoo lives in experiments/zoo/ (the recipe's `--zoo` writes the same); the issue caps it at
+zoo lives in experiments/zoo/ (the recipe's `--zoo` writes the same) and is kept under
 25 MB.
 """
 

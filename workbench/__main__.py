@@ -19,6 +19,7 @@ COMMANDS = {
     "calibrate": ("workbench.calibrate", "time the engine's pieces on the GPU -> cost tables"),
     "validate": ("workbench.validate", "engine runs (GPU) vs simulator predictions (report)"),
     "report": ("workbench.report", "a multirun folder -> one CSV, table, plot (search: best)"),
+    "reproduce": ("workbench.reproduce", "paper tables and figures vs the workbench (report)"),
 }
 
 

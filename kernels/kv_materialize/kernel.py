@@ -157,7 +157,8 @@ def norm_rope_write(
         kv_all: (L, T, 2*nkv*D) projections, per layer the K heads then the V heads; last
             dim contiguous, any strides otherwise.
         block_rows: rows (token, head) per program; default 512 // next_pow2(D) (4 for
-            D=128: the best of a sweep on the H200, see benchmarks/kernels/README.md).
+            D=128: the best of a sweep on the H200, see the hot-path kernel run in
+            benchmarks/README.md).
         num_warps: warps per program.
         The others: as `kv_materialize`.
     """

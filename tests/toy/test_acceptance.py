@@ -223,3 +223,16 @@ def test_composition_without_hydra_matches_hydra(overrides):
     with initialize_config_dir(str(ROOT / "conf" / "acceptance"), version_base=None):
         want = OmegaConf.to_object(compose("config", overrides=overrides))
     assert config_without_hydra(overrides) == want
+
+
+def test_default_artifacts_fall_back_to_the_committed_zoo(tmp_path, monkeypatch):
+    """`python -m experiments.acceptance` as written: without a recipe's artifacts/toy the
+    committed zoo is read; an explicit folder, or an artifacts/toy with a target, is kept."""
+    from experiments.acceptance import DEFAULT_ARTIFACTS, ZOO, artifacts_folder
+
+    monkeypatch.chdir(tmp_path)
+    assert artifacts_folder(DEFAULT_ARTIFACTS) == ZOO
+    assert artifacts_folder("elsewhere") == "elsewhere"
+    (tmp_path / DEFAULT_ARTIFACTS / "target").mkdir(parents=True)
+    assert artifacts_folder(DEFAULT_ARTIFACTS) == DEFAULT_ARTIFACTS
+    assert (ROOT / ZOO / "target" / "config.json").is_file()

@@ -91,10 +91,10 @@ def test_target_dropout_keys_the_target_only_when_set(micro):
 
 
 def test_base_recipe_trains_the_measured_target():
-    """`--size base` defaults to the dropout that won 2026-11-29h's sweep: its target stage key
-    is the one of the committed run, so the same command reproduces that target; small keeps
+    """`--size base` defaults to the dropout that won the committed sweep: its target stage
+    key is the one of the committed run, so the same command reproduces that target; small keeps
     the zoo's keys, and an explicit dropout wins over the default."""
-    run = json.loads((ROOT / "benchmarks" / "h200-2026-11-29h" / "base" /
+    run = json.loads((ROOT / "benchmarks" / "toy" / "2026-11-29-base-pair-dropout" / "base" /
                       "target_stage.json").read_text())
     assert run["metrics"]["dropout"] == recipe_for("base").target_dropout == 0.3
     assert stage_key(recipe_for("base"), "target") == run["key"]

@@ -1,0 +1,1 @@
+"""`kv_materialize`: Triton kernel (kernel.py), PyTorch oracle (ref.py), benchmark (bench.py)."""

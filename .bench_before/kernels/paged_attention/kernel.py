@@ -1,0 +1,247 @@
+"""Triton `paged_attention`: flash attention that reads K/V in place from a paged pool.
+
+One program per (request b, KV head h, tile of BLOCK_M query rows). The rows of a tile are
+(token t, group member j) pairs of the nh / nkv query heads that share KV head h, so a
+decode step (T = 1) and a verify block (T = B) both fill the tensor cores' M dimension, and
+each K/V row is loaded once per KV head, never once per query head. The key loop walks the
+request's row of `req_to_token`, BLOCK_N positions at a time, gathers K and V from their
+slots and keeps an online softmax in fp32 (m, l, acc). Its bounds come from the device:
+
+    lo = max(0, min_t pos_t - window + 1)  (window only),   hi = min(kv_len, max_t pos_t + 1)
+                                                                      (max only if causal)
+
+so the same launch serves prefill, verify and decode, and replays inside a CUDA graph.
+When the batch is too small to fill the GPU (bs * nkv * tiles programs), the key range is
+split across programs (flash-decoding): each writes unnormalised (acc, m, l) partials and a
+second launch merges them, or with `fused_merge` the last split program of each (b, h, tile)
+merges them itself (kernels/paged_attention/merge.py). The split count depends on shapes
+only (bs, W), never on data; a split whose share of the keys is empty (a short context in a
+wide table) skips the loads and the acc store, and writes only its m = -1e30, l = 0 rows.
+Two launch switches, off by default (the engine passes them from its EngineOptions):
+`unsplit_max_width` (the short-context rule: a table of width W <= it runs unsplit, no merge
+launch; W is a shape, so the rule is CUDA-graph safe) and `fused_merge` (merge.py).
+Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._checks import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    check_int,
+    check_len,
+    check_runnable,
+    check_tensor,
+)
+from kernels.paged_attention.merge import _merge_kernel, _merge_rows, counters, merge_blocks
+
+FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
+
+
+@triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
+def _paged_attention_kernel(
+    q_ptr, k_ptr, v_ptr, table_ptr, rows_ptr, pos_ptr, kv_lens_ptr, out_ptr, acc_ptr, ml_ptr,
+    cnt_ptr, tree_ptr,
+    T, R, W, window, sm_scale, SPLITS,
+    sq_b, sq_t, sq_h,
+    sk_s, sk_h,
+    sv_s, sv_h,
+    so_b, so_t, so_h,
+    st_r, sp_b, stree_b,
+    G: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
+    TREE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
+    MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    split = tl.program_id(2) % SPLITS
+    tile = tl.program_id(2) // SPLITS
+    r = tile * BLOCK_M + tl.arange(0, BLOCK_M)  # rows (t, j)
+    row_ok = r < T * G
+    t = (r // G).to(tl.int64)
+    head = h * G + (r % G)
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d < D
+
+    pos = tl.load(pos_ptr + b * sp_b + t, mask=row_ok, other=0)
+    kv_len = tl.load(kv_lens_ptr + b).to(tl.int64)
+    pos0 = tl.load(pos_ptr + b * sp_b)  # a tree's root position (TREE)
+    req = tl.load(rows_ptr + b).to(tl.int64)
+
+    hi = tl.where((req >= 0) & (req < R), tl.minimum(kv_len, W), 0)  # a bad row sees nothing
+    if CAUSAL:
+        hi = tl.minimum(hi, tl.max(tl.where(row_ok, pos, -1), axis=0) + 1)
+    lo = hi * 0
+    if WINDOWED:
+        lo = tl.maximum(tl.min(tl.where(row_ok, pos, hi), axis=0) - window + 1, 0)
+        lo = (lo // BLOCK_N) * BLOCK_N
+    if SPLIT:  # this program's share of the key range, in whole BLOCK_N chunks
+        chunk = ((hi - lo + SPLITS - 1) // SPLITS + BLOCK_N - 1) // BLOCK_N * BLOCK_N
+        lo = lo + split * chunk
+        hi = tl.minimum(hi, lo + chunk)
+    live = tl.where(lo < hi, row_ok, False)  # none in an empty split: no q load, no acc store
+
+    q = tl.load(q_ptr + b * sq_b + t[:, None] * sq_t + head[:, None] * sq_h + d[None, :],
+                mask=live[:, None] & d_ok[None, :], other=0.0)
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        w = start + tl.arange(0, BLOCK_N)
+        w_ok = w < hi
+        slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
+        kv_mask = w_ok[:, None] & d_ok[None, :]
+        k = tl.load(k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :], mask=kv_mask,
+                    other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * sm_scale
+        allowed = row_ok[:, None] & w_ok[None, :]
+        if CAUSAL:
+            allowed = allowed & (w[None, :] <= pos[:, None])
+        if WINDOWED:
+            allowed = allowed & (pos[:, None] - w[None, :] < window)
+        if TREE:  # keys of the tree's nodes: only the query's own path
+            j = w[None, :] - pos0
+            inside = (j >= 0) & (j < T) & allowed
+            bit = tl.load(tree_ptr + b * stree_b + t[:, None] * T + j, mask=inside, other=1)
+            allowed = allowed & (bit != 0)
+        s = tl.where(allowed, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        p = tl.exp(s - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+        v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
+                    other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+    if SPLIT:  # unnormalised partials (bs, nkv, SPLITS, T*G, ...): merge.py
+        part = ((b * tl.num_programs(1) + h) * SPLITS + split) * T * G + r
+        tl.store(acc_ptr + part[:, None] * D + d[None, :], acc,
+                 mask=live[:, None] & d_ok[None, :])
+        tl.store(ml_ptr + 2 * part, m_i, mask=row_ok)
+        tl.store(ml_ptr + 2 * part + 1, l_i, mask=row_ok)
+        if FUSED:  # the last split program of (b, h, tile) merges; release, then acquire
+            tl.debug_barrier()  # every thread's partial stores precede the release
+            ctr = cnt_ptr + (b * tl.num_programs(1) + h) * (tl.num_programs(2) // SPLITS) + tile
+            if tl.atomic_add(ctr, 1, sem="acq_rel", scope="gpu") == SPLITS - 1:
+                rows0 = tile * BLOCK_M
+                _merge_rows(acc_ptr, ml_ptr, out_ptr, b, h, tl.num_programs(1), rows0,
+                            tl.minimum(T * G - rows0, BLOCK_M), T * G, SPLITS,
+                            so_b, so_t, so_h, G=G, D=D, BLOCK_D=BLOCK_D, MERGE_M=MERGE_M,
+                            SPLITS_P2=SPLITS_P2, SB=SB)
+                tl.store(ctr, 0)  # ready for the next launch (all SPLITS have counted)
+    else:
+        out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        tl.store(out_ptr + b * so_b + t[:, None] * so_t + head[:, None] * so_h + d[None, :],
+                 out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+
+
+def num_splits(programs: int, width: int, block_n: int, unsplit_max_width: int = 0) -> int:
+    """Key-range splits so a small batch still fills the GPU: ~2 programs per SM (132 on an
+    H200), at least 4 key chunks per split; a power of two, 1 for large batches. A table
+    width W <= unsplit_max_width runs unsplit (the short-context rule; 0 turns it off)."""
+    if width <= unsplit_max_width:
+        return 1
+    want = max(1, 264 // max(programs, 1))
+    most = max(1, width // (4 * block_n))
+    return min(triton.next_power_of_2(want), triton.next_power_of_2(most), 64)
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_rows: torch.Tensor,
+    positions: torch.Tensor,
+    kv_lens: torch.Tensor,
+    *,
+    causal: bool,
+    window: int | None = None,
+    sm_scale: float | None = None,
+    unsplit_max_width: int = 0,
+    fused_merge: bool = False,
+    tree_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Triton version of `paged_attention_ref` (same arguments, same result).
+
+    unsplit_max_width: tables of width W <= this run unsplit (0: the split heuristic always).
+    fused_merge: the split programs merge their partials themselves, no second launch.
+    tree_mask: (bs, T, T) bool ancestor mask of a tree verify (ref.py), or None.
+    """
+    check_tensor("q", q, ndim=4, dtypes=FLOAT_DTYPES, inner_stride_one=True)
+    dev = q.device
+    bs, t, nh, d = q.shape
+    for name, pool in (("k_pool", k_pool), ("v_pool", v_pool)):
+        check_tensor(name, pool, ndim=3, dtypes=(q.dtype,), device=dev, inner_stride_one=True)
+        if pool.shape[2] != d or nh % pool.shape[1] or pool.shape != k_pool.shape:
+            raise ValueError(f"{name} has shape {tuple(pool.shape)}: pools must have one "
+                             f"shape, head dim {d} and a head count dividing nh={nh}")
+    table = check_tensor("req_to_token", req_to_token, ndim=2, dtypes=INT_DTYPES, device=dev,
+                         inner_stride_one=True)
+    check_tensor("req_rows", req_rows, ndim=1, dtypes=INT_DTYPES, device=dev)
+    check_tensor("positions", positions, ndim=2, dtypes=INT_DTYPES, device=dev,
+                 inner_stride_one=True)
+    check_tensor("kv_lens", kv_lens, ndim=1, dtypes=INT_DTYPES, device=dev)
+    check_len("req_rows", req_rows, bs, "q.shape[0]")
+    check_len("kv_lens", kv_lens, bs, "q.shape[0]")
+    if tuple(positions.shape) != (bs, t):
+        raise ValueError(f"positions must have shape {(bs, t)}, got {tuple(positions.shape)}")
+    if window is not None:
+        check_int("window", window, minimum=1)
+    check_int("unsplit_max_width", unsplit_max_width, minimum=0)
+    tree = None
+    if tree_mask is not None:
+        check_tensor("tree_mask", tree_mask, ndim=3, dtypes=(torch.bool,), device=dev)
+        if tuple(tree_mask.shape) != (bs, t, t):
+            raise ValueError(f"tree_mask must have shape {(bs, t, t)}, got "
+                             f"{tuple(tree_mask.shape)}")
+        tree = tree_mask.to(torch.int8).contiguous()
+    check_runnable("q", q)
+
+    out = torch.empty_like(q)
+    nkv = k_pool.shape[1]
+    group = nh // nkv
+    block_m = min(64, max(16, triton.next_power_of_2(t * group)))
+    block_d = max(16, triton.next_power_of_2(d))
+    block_n = 64 if block_d <= 64 else 32
+    if bs == 0 or t == 0:
+        return out
+    tiles = triton.cdiv(t * group, block_m)
+    splits = FORCE_SPLITS or num_splits(bs * nkv * tiles, table.shape[1], block_n,
+                                        unsplit_max_width)
+    acc = ml = cnt = out  # unused placeholders unless split (cnt: unless fused too)
+    fused = splits > 1 and bool(fused_merge)
+    no_merge = dict(MERGE_M=1, SPLITS_P2=1, SB=1)  # the merge constexprs when it is not here
+    merge = merge_blocks(t * group, block_m, block_d, splits) if splits > 1 else no_merge
+    if splits > 1:
+        acc = torch.empty(bs, nkv, splits, t * group, d, device=dev, dtype=torch.float32)
+        ml = torch.empty(bs, nkv, splits, t * group, 2, device=dev, dtype=torch.float32)
+    if fused:
+        cnt = counters(dev, bs * nkv * tiles)
+    _paged_attention_kernel[(bs, nkv, tiles * splits)](
+        q, k_pool, v_pool, table, req_rows, positions, kv_lens, out, acc, ml, cnt,
+        tree if tree is not None else positions,
+        t, table.shape[0], table.shape[1], window or 1, d**-0.5 if sm_scale is None else sm_scale,
+        splits,
+        q.stride(0), q.stride(1), q.stride(2),
+        k_pool.stride(0), k_pool.stride(1),
+        v_pool.stride(0), v_pool.stride(1),
+        out.stride(0), out.stride(1), out.stride(2),
+        table.stride(0), positions.stride(0), tree.stride(0) if tree is not None else 0,
+        G=group, D=d, CAUSAL=causal, WINDOWED=window is not None, TREE=tree is not None,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
+        FUSED=fused, **(merge if fused else no_merge),
+        num_warps=4, num_stages=2,
+    )
+    if splits > 1 and not fused:
+        _merge_kernel[(bs, nkv, tiles)](
+            acc, ml, out, t, splits, out.stride(0), out.stride(1), out.stride(2),
+            G=group, D=d, BLOCK_M=block_m, BLOCK_D=block_d, **merge, num_warps=4)
+    return out

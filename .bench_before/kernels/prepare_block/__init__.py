@@ -1,0 +1,1 @@
+"""`prepare_block`: Triton kernel (kernel.py), PyTorch oracle (ref.py), benchmark (bench.py)."""

@@ -1,0 +1,239 @@
+"""`python -m reference.bench`: the reference engine's decode speed on an H200, in one run.
+
+On Qwen3-8B-shaped random bf16 weights (random:qwen3-8b, 16.4 GB), for each batch size:
+plain autoregressive decode (AR), and DFlash with a drafter of the z-lab Qwen3-8B-DFlash-b16
+shapes whose drafts are replaced by the oracle proposer's (target greedy continuation
+corrupted to a geometric survival curve with mean commit length tau), so the round costs are
+DFlash's and the acceptance is controlled. At batch 1 it also times transformers' `generate`
+(eager attention, dynamic cache) on the same weights. Reported: decode tokens/s, tau, round
+efficiency = time inside the draft and verify forwards / round wall time, speedup of DFlash
+over the engine's own AR at the same batch, and the per-round time split. Batch-1 AR is
+compared with the 263 tok/s bound of streaming the weights at the measured 4.30 TB/s.
+Prints a table, then one JSON line; --out writes the JSON too.
+
+The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.
+--no-fused-qk, --unsplit-width N), stamped into the JSON as "engine_options".
+
+--ablate (reference/bench_ablate.py) instead measures batch-1 AR decode only, in one run,
+for every kernel switch off, then each of the opt-in paths (fused q/k tail, the short-context
+attention rule at --ablate-unsplit-width, fused split-K merge, Triton GEMV), each row its own
+EngineOptions (about 2 min on the H200):
+
+    python -m reference.bench --ablate --new-tokens 128 --out bs1_ablation.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from common import engine_options
+from common.stamps import stamp
+from reference.bench_ablate import ablate, print_ablation
+from reference.generate import generate
+from reference.loaders import (
+    PRESETS,
+    preset_config,
+    random_state_dict,
+    random_target,
+)
+from reference.methods import BuildContext, MethodSpec, build
+
+BOUND_TOK_S = 263.0  # 16.4 GB of weights at 4.30 TB/s
+
+
+def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int):
+    """transformers generate on the same weights: (decode tok/s, greedy tokens)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    cfg = dict(PRESETS[preset])
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        model = Qwen3ForCausalLM(Qwen3Config(**cfg, attn_implementation="eager"))
+    torch.set_default_dtype(torch.float32)
+    model.load_state_dict(state, assign=True)
+    model.eval().generation_config.eos_token_id = None
+    ids = torch.tensor([prompt], device="cuda")
+
+    def timed(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                             pad_token_id=0)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0, out[0, len(prompt):].tolist()
+
+    with torch.inference_mode():
+        timed(2)
+        t_prefill, _ = timed(1)
+        t_full, tokens = timed(new_tokens + 1)
+    return new_tokens / (t_full - t_prefill), tokens
+
+
+def bench_batch(target, drafter, prompts, args) -> dict:
+    """AR then the method (default DFlash at oracle acceptance) at one batch size, each after
+    a short warm-up run."""
+    block, new = args.block_size, args.new_tokens
+    generate(target, prompts, max_new_tokens=4)
+    ar = generate(target, prompts, max_new_tokens=new)
+    ahead = generate(target, prompts, max_new_tokens=new, lookahead=True)
+    context = BuildContext(prompts, new, ar.tokens, drafter)
+    # the default oracle corrupts drafts with a seed per batch size
+    method = args.method or (f"oracle:tau={args.tau},block_size={block},shadow=true,"
+                             f"seed={len(prompts)}")
+    generate(target, prompts, proposer=build(method, target, context), max_new_tokens=3 * block)
+    spec = generate(target, prompts, proposer=build(method, target, context),
+                    max_new_tokens=new)
+    s = spec.stats
+    per_round = {k: 1e3 * s[f"{k}_s"] / s["rounds"]
+                 for k in ("draft", "verify", "accept", "inject", "host")}
+    return {
+        "bs": len(prompts),
+        "ar_tok_s": ar.stats["tokens_per_s"],
+        "ar_step_ms": 1e3 * ar.stats["decode_s"] / ar.stats["rounds"],
+        "ar_lookahead_tok_s": ahead.stats["tokens_per_s"],
+        "ar_lookahead_same_tokens": ahead.tokens == ar.tokens,
+        "dflash_tok_s": s["tokens_per_s"],
+        "tau": s["tau"],
+        "round_ms": 1e3 * s["decode_s"] / s["rounds"],
+        "round_efficiency": (s["draft_s"] + s["verify_s"]) / s["decode_s"],
+        "speedup": s["tokens_per_s"] / ar.stats["tokens_per_s"],
+        "speedup_over_lookahead": s["tokens_per_s"] / ahead.stats["tokens_per_s"],
+        "split_ms": per_round,
+        "lossless": spec.tokens == ar.tokens,
+        "ar_tokens_head": ar.tokens[0][:32],
+    }
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="qwen3-8b")
+    p.add_argument("--batch-sizes", default="1,4,16,64")
+    p.add_argument("--prompt-len", type=int, default=512)
+    p.add_argument("--new-tokens", type=int, default=256)
+    p.add_argument("--block-size", type=int, default=16, help="B of the shared drafter")
+    p.add_argument("--tau", type=float, default=6.5, help="the default oracle's mean commit "
+                   "length")
+    p.add_argument("--method", default=None,
+                   help="method spec against AR (default: oracle:tau=TAU,block_size=B,"
+                        "shadow=true,seed=BS: DFlash's work at the oracle's acceptance)")
+    p.add_argument("--hf-new-tokens", type=int, default=32, help="0 skips transformers")
+    p.add_argument("--no-compile", action="store_true", help="eager layers inside the graphs")
+    p.add_argument("--profile", action="store_true", help="top kernels of bs-1 AR decode")
+    p.add_argument("--device", default="cuda", help="cpu: a quick smoke run of the script")
+    p.add_argument("--ablate", action="store_true",
+                   help="bs-1 AR only: every switch of reference/bench_ablate.py VARIANTS")
+    p.add_argument("--variants", default=None,
+                   help="--ablate: comma-separated VARIANTS names (default: all)")
+    p.add_argument("--ablate-unsplit-width", type=int, default=1024,
+                   help="--ablate: the attention rule runs tables of width <= this unsplit")
+    p.add_argument("--ablate-repeats", type=int, default=2)
+    p.add_argument("--out", default=None)
+    engine_options.add_arguments(p)
+    args = p.parse_args(argv)
+    opts = engine_options.from_args(args)
+    sizes = [int(x) for x in args.batch_sizes.split(",")]
+    cfg = preset_config(args.preset)
+    gen = torch.Generator().manual_seed(0)
+    prompts = torch.randint(0, cfg.vocab_size, (max(sizes), args.prompt_len), generator=gen)
+    prompts = prompts.tolist()
+    cuda = args.device == "cuda"
+    dtype = torch.bfloat16 if cuda else torch.float32
+    state = random_state_dict(cfg, device=args.device, dtype=dtype)
+    result = stamp(args=vars(args), engine_options=opts.asdict(), bound_tok_s=BOUND_TOK_S)
+    if args.ablate:
+        return _ablate(args, cfg, prompts[0], dtype, state, result, opts)
+    if args.hf_new_tokens:
+        result["hf_tok_s"], hf_tokens = hf_decode_tok_s(args.preset, state, prompts[0],
+                                                        args.hf_new_tokens)
+        torch.cuda.empty_cache()  # the transformers model is gone
+    target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
+                           options=opts)
+    if cuda and not args.no_compile:
+        target.enable_compile()
+    drafter = build(MethodSpec.of("dflash", random=args.preset, block_size=args.block_size),
+                    target)
+    # The first call sizes the pool (draft layers, full context) for every later call.
+    setup = build(MethodSpec.of("oracle", block_size=args.block_size, shadow=True), target,
+                  BuildContext(streams=[[0]], drafter=drafter))
+    generate(target, prompts[:1], proposer=setup, max_new_tokens=args.new_tokens)
+    result["rows"] = [bench_batch(target, drafter, prompts[:bs], args) for bs in sizes]
+    if args.hf_new_tokens and result["rows"][0]["bs"] == 1:
+        head = result["rows"][0]["ar_tokens_head"]
+        result["hf_matches_engine"] = hf_tokens[: len(head)] == head[: len(hf_tokens)]
+    if cuda:  # which projections the tuner gave the Triton GEMV, and how it timed them
+        from kernels.gemv import tune
+
+        result["gemv_configs"] = {str(k): str(v or "cuBLAS (timed faster)")
+                                  for k, v in tune.CONFIGS.items()}
+        result["gemv_tune_us"] = {str(k): v for k, v in tune.TUNE_LOG.items()}
+    _print(result)
+    if args.profile:
+        _profile_ar(target, prompts[0])
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+def _ablate(args, cfg, prompt: list[int], dtype, state: dict, result: dict, opts) -> dict:
+    target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
+                           options=opts)
+    if args.device == "cuda" and not args.no_compile:
+        target.enable_compile()
+    names = args.variants.split(",") if args.variants else None
+    result["ablation"] = ablate(target, prompt, args.new_tokens, args.ablate_unsplit_width,
+                                args.ablate_repeats, names)
+    _print_stamp(result)
+    print_ablation(result["ablation"])
+    print(json.dumps(result))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+def _profile_ar(target, prompt: list[int], new_tokens: int = 64) -> None:
+    """Print the CUDA kernels of a bs-1 AR run (prefill included) by total time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = target.device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        generate(target, [prompt], max_new_tokens=new_tokens)
+    key = "cuda_time_total" if cuda else "cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=20, max_name_column_width=60)
+    print(table)
+
+
+def _print_stamp(r: dict) -> None:
+    v = r["versions"]
+    print(f"{r['gpu']}  torch {v['torch']}  triton {v['triton']}")
+
+
+def _print(r: dict) -> None:
+    _print_stamp(r)
+    if "hf_tok_s" in r:
+        print(f"transformers generate bs1: {r['hf_tok_s']:.1f} tok/s "
+              f"(same greedy tokens: {r.get('hf_matches_engine')})")
+    print(f"{'bs':>4} {'AR tok/s':>9} {'AR ahead':>9} {'DFlash tok/s':>12} {'tau':>5} {'eff':>5} "
+          f"{'speedup':>7} {'round ms':>8}  split ms (draft/verify/accept/inject/host)  "
+          f"lossless")
+    for row in r["rows"]:
+        split = "/".join(f"{v:.2f}" for v in row["split_ms"].values())
+        print(f"{row['bs']:>4} {row['ar_tok_s']:>9.1f} {row['ar_lookahead_tok_s']:>9.1f} "
+              f"{row['dflash_tok_s']:>12.1f} "
+              f"{row['tau']:>5.2f} {row['round_efficiency']:>5.1%} {row['speedup']:>6.2f}x "
+              f"{row['round_ms']:>8.2f}  {split:<42} {row['lossless']}")
+    bs1 = r["rows"][0]
+    print(f"AR bs{bs1['bs']}: {bs1['ar_tok_s'] / r['bound_tok_s']:.1%} (lookahead "
+          f"{bs1['ar_lookahead_tok_s'] / r['bound_tok_s']:.1%}, same tokens "
+          f"{bs1['ar_lookahead_same_tokens']}) of the {r['bound_tok_s']:.0f} tok/s "
+          f"weight-streaming bound")
+    print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""CUDA graphs of the engine's fixed-shape calls (decode, draft, verify, injection).
+
+Each call is captured once per (key, input shapes); the engine pads the batch to a size
+bucket (common/buckets.py) so a few graphs cover every batch. Inputs are copied into the
+graph's static buffers and the outputs are the graph's static tensors. All graphs share one
+memory pool, so an output is valid only until the next `run` of *any* graph: a graph captured
+earlier reuses for its intermediates memory that a later capture may have given to its
+outputs (e.g. the verify graph, captured with a first drafter, replaying over a later
+drafter's draft output; PyTorch shares a pool safely only between graphs replayed in capture
+order). Copy or consume what is kept (`torch.cat`, `.clone()`) before the next `run`;
+tests/toy/test_engine_drafts.py models this on the CPU. On the CPU, or when disabled, `run`
+simply calls the function, so the same engine code runs eagerly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import torch
+
+
+class GraphCache:
+    """Captures and replays CUDA graphs; a pass-through on the CPU or when disabled."""
+
+    def __init__(self, device: torch.device | str, enabled: bool = True):
+        self.enabled = enabled and torch.device(device).type == "cuda"
+        self._graphs: dict = {}
+        self._mempool = torch.cuda.graph_pool_handle() if self.enabled else None
+
+    def run(self, key, fn: Callable, *inputs: torch.Tensor):
+        """fn(*inputs) -> tensor, tuple of tensors, or None; replayed from a graph on CUDA.
+        The outputs are valid until the next `run` of any key (see the module docstring).
+
+        `key` (hashable) names the computation: a graph captured under it is replayed for any
+        later call with the same key and input shapes, so fn must then compute the same thing
+        (the cache keeps the first fn, and what it refers to, alive).
+        """
+        if not self.enabled:
+            return fn(*inputs)
+        full_key = (key, tuple((t.shape, t.dtype) for t in inputs))
+        entry = self._graphs.get(full_key)
+        if entry is None:
+            entry = self._graphs[full_key] = self._capture(key, fn, inputs)
+        graph, static_in, static_out, first_fn = entry
+        if graph is None:
+            return first_fn(*inputs)
+        for dst, src in zip(static_in, inputs):
+            dst.copy_(src)
+        graph.replay()
+        return static_out
+
+    def _capture(self, key, fn: Callable, inputs):
+        static_in = [t.clone() for t in inputs]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):  # warm-up: compilation, cuBLAS handles, autotuning
+                fn(*static_in)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, pool=self._mempool):
+                static_out = fn(*static_in)
+        except RuntimeError as err:
+            warnings.warn(f"CUDA graph capture of {key!r} failed, running it eagerly: {err}",
+                          stacklevel=3)
+            return None, static_in, None, fn
+        return graph, static_in, static_out, fn

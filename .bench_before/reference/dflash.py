@@ -1,0 +1,109 @@
+"""The DFlash drafter and its proposer (shared/research/sglang-dflash.md sections 1-3).
+
+The drafter is a stack of Qwen3 layers without embedding or head (it borrows the
+target's). Its context is injected, never run: for every committed token, each layer's K/V
+is `kv_materialize`d from `hidden_norm(fc(concat of captured target hidden states))` into the
+draft pool, at the token's slot and absolute position. A round embeds the block
+`[anchor, MASK * (B-1)]` at positions prefix..prefix+B-1, runs the layers with bidirectional
+attention inside the block (causal with window on sliding layers) over the injected context,
+and drafts the target head's argmax at block positions 1..B-1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from reference import ops
+from reference.config import DFlashConfig
+from reference.kv_pool import KVShape
+from reference.model import ForwardBatch, LayerWeights, Target, attention_meta, rms_norm
+from reference.proposers import Proposal, Proposer, Round
+
+
+@dataclass
+class Drafter:
+    """DFlash weights. fc: (H, K*H); w_kv: (L, 2*nkv*D, H) = the K then V rows of every
+    layer's wqkv, stacked for kv_materialize; k_norm: (L, D); cos_sin: (P, D) fp32."""
+
+    config: DFlashConfig
+    layers: list[LayerWeights]
+    fc: torch.Tensor
+    hidden_norm: torch.Tensor
+    norm: torch.Tensor
+    w_kv: torch.Tensor
+    k_norm: torch.Tensor
+    cos_sin: torch.Tensor
+
+
+def context_hidden(drafter: Drafter, aux: torch.Tensor) -> torch.Tensor:
+    """hidden_norm(fc(aux)): (N, K*H) captured target states -> (N, H)."""
+    return rms_norm(aux @ drafter.fc.t(), drafter.hidden_norm, drafter.config.model.rms_norm_eps)
+
+
+def draft_forward(drafter: Drafter, target: Target, block_ids: torch.Tensor,
+                  batch: ForwardBatch, req_to_token: torch.Tensor, k_pool: torch.Tensor,
+                  v_pool: torch.Tensor) -> torch.Tensor:
+    """Draft logits (bs, B-1, V) at block positions 1..B-1 for blocks block_ids (bs, B).
+
+    The block's own K/V is written to the draft pool at batch.cache_loc (the verify slots;
+    committed columns are overwritten by injection afterwards); batch.kv_lens = prefix + B.
+    """
+    cfg = drafter.config.model
+    x = target.embed[block_ids]
+    cache_loc = batch.cache_loc.reshape(-1)
+    cos_sin = drafter.cos_sin[batch.positions]
+    for i, w in enumerate(drafter.layers):
+        win = cfg.window(i)  # full layers: bidirectional in the block; sliding: causal
+        attn = attention_meta(batch, req_to_token, causal=win is not None, window=win,
+                              options=target.options)
+        x = target.fast_layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i],
+                              cfg.num_heads, cfg.rms_norm_eps)
+    h = rms_norm(x[:, 1:], drafter.norm, cfg.rms_norm_eps)
+    return target.logits(h)
+
+
+class DFlashProposer(Proposer):
+    """Proposes with a DFlash drafter; injects committed context K/V into the draft pool."""
+
+    def __init__(self, drafter: Drafter, target: Target, block_size: int | None = None):
+        cfg = drafter.config
+        self.drafter, self.target = drafter, target
+        self.block_size = cfg.block_size if block_size is None else block_size
+        self.mask_token_id = cfg.mask_token_id
+        self.target_layer_ids = cfg.target_layer_ids
+        self.draft_kv = KVShape(cfg.model.num_layers, cfg.model.num_kv_heads, cfg.model.head_dim)
+
+    def _inject(self, aux: torch.Tensor, positions: torch.Tensor, cache_loc: torch.Tensor,
+                commit_lens: torch.Tensor | None) -> None:
+        """kv_materialize aux (N, K*H) at positions/cache_loc (N,); with commit_lens (bs,),
+        N = bs * width and only each row's first commit_len columns are written."""
+        ops.kv_materialize(context_hidden(self.drafter, aux), self.drafter.w_kv,
+                           self.drafter.k_norm, self.drafter.cos_sin, positions, cache_loc,
+                           self.pool.draft_k, self.pool.draft_v,
+                           eps=self.drafter.config.model.rms_norm_eps,
+                           commit_lens=commit_lens,
+                           block_size=None if commit_lens is None
+                           else positions.numel() // commit_lens.numel())
+
+    def _draft(self, block_ids, positions, cache_loc, req_rows, kv_lens) -> torch.Tensor:
+        batch = ForwardBatch(positions, cache_loc, req_rows, kv_lens)
+        logits = draft_forward(self.drafter, self.target, block_ids, batch,
+                               self.pool.req_to_token, self.pool.draft_k, self.pool.draft_v)
+        return logits.argmax(dim=-1)
+
+    def prefill(self, input_ids, batch: ForwardBatch, aux) -> None:
+        """Inject every prompt token (padding tokens go to slot 0)."""
+        self._inject(aux.flatten(0, 1), batch.positions.reshape(-1), batch.cache_loc.reshape(-1),
+                     None)
+
+    def propose(self, rnd: Round) -> Proposal:
+        kv_lens = rnd.prefix_lens + self.block_size
+        args = (rnd.block_ids, rnd.positions, rnd.cache_loc, rnd.req_rows, kv_lens)
+        drafts = self.graphs.run(("draft", id(self)), self._draft, *args)
+        return Proposal(torch.cat([rnd.verified_id[:, None], drafts], dim=1))
+
+    def commit(self, rnd: Round, aux, commit_lens) -> None:
+        self.graphs.run(("inject", id(self)), self._inject, aux.flatten(0, 1),
+                        rnd.positions.reshape(-1), rnd.cache_loc.reshape(-1), commit_lens)

@@ -1,0 +1,33 @@
+"""DFlash (chain): the block drafter with KV injection of reference/dflash.py.
+
+Options: `path`, a z-lab drafter folder; or `random`, a drafter preset of
+`reference.loaders.DFLASH_PRESETS` with random weights (timing runs); `block_size` B
+(default: the drafter's); `seed` of the random weights; `weights_of`, a DFlash proposer
+whose loaded drafter to share instead (programmatic: one set of weights, several B);
+`tree_budget` N verifies a tree of N nodes per round instead of the chain, with
+`tree_top_k` candidates per depth (reference/dflash_tree.py).
+"""
+
+from __future__ import annotations
+
+from reference.dflash import DFlashProposer
+from reference.dflash_tree import DFlashTreeProposer
+from reference.loaders import load_dflash, random_dflash
+from reference.registry import register
+
+
+@register("dflash")
+def dflash(target, context, path=None, random=None, block_size=None, seed=1, weights_of=None,
+           tree_budget=None, tree_top_k=4):
+    if sum(x is not None for x in (path, random, weights_of)) != 1:
+        raise ValueError("method 'dflash' needs exactly one of path=<drafter folder>, "
+                         "random=<preset> or weights_of=<DFlash proposer>")
+    if weights_of is not None:
+        chain = DFlashProposer(weights_of.drafter, target, block_size=block_size)
+    elif random is not None:
+        chain = random_dflash(random, target, block_size=block_size, seed=seed)
+    else:
+        chain = load_dflash(path, target, block_size=block_size)
+    if tree_budget is None:
+        return chain
+    return DFlashTreeProposer(chain.drafter, target, chain.block_size, tree_budget, tree_top_k)

@@ -1,0 +1,131 @@
+"""The oracle proposer: controlled acceptance without a trained drafter.
+
+It drafts the target's own greedy continuation, precomputed by a plain run, and corrupts
+drafted token j with probability 1 - s_j / s_{j-1}, so that the number of accepted drafts
+follows a configured survival curve s_j = P(accept_len >= j). With a `shadow` (a real
+proposer) the shadow's work runs every round and its drafts are discarded: the cost of that
+method at the oracle's acceptance. Options: `tau` (a geometric curve of mean commit length
+tau) or `survival` [s_1 .. s_{B-1}]; `block_size` B (default: the shadow's, else 16); `seed`;
+`shadow`: true for the build context's shared drafter, or a MethodSpec (or its text) built
+for the same target; `streams`, the greedy continuations when already known (default: the
+build context's, else a plain greedy run over its prompts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from common.survival import geometric_survival
+from reference.device import to_device
+from reference.generate import generate
+from reference.kv_pool import KVPool
+from reference.model import Target
+from reference.proposers import Proposal, Proposer, Round
+from reference.registry import FACTORIES, MethodSpec, register
+
+
+class OracleProposer(Proposer):
+    """Drafts streams[i] (request i's greedy continuation), corrupted to a survival curve.
+
+    Args:
+        streams: per request, the tokens a plain greedy run generated after its prompt.
+        block_size: B.
+        survival: s_1..s_{B-1}, non-increasing in [0, 1]; None means never corrupt.
+        seed: seeds the corruption.
+        shadow: a real proposer whose work (draft forward, KV injection) runs every round
+            and whose drafts are discarded: the cost of the method at oracle acceptance.
+    """
+
+    def __init__(self, streams: Sequence[Sequence[int]], block_size: int,
+                 survival: Sequence[float] | None = None, seed: int = 0,
+                 shadow: Proposer | None = None):
+        if shadow is not None and shadow.block_size != block_size:
+            raise ValueError(f"shadow block_size {shadow.block_size} != {block_size}")
+        self.shadow = shadow
+        if shadow is not None:
+            self.mask_token_id = shadow.mask_token_id
+            self.target_layer_ids, self.draft_kv = shadow.target_layer_ids, shadow.draft_kv
+        survival = [1.0] * (block_size - 1) if survival is None else list(survival)
+        if len(survival) != block_size - 1:
+            raise ValueError(f"survival has {len(survival)} entries, expected B-1 = "
+                             f"{block_size - 1}")
+        self.survival = survival
+        prev = 1.0
+        self.keep_prob = []
+        for s in survival:
+            if not 0.0 <= s <= prev:
+                raise ValueError(f"survival must be non-increasing in [0, 1], got {survival}")
+            self.keep_prob.append(s / prev if prev > 0 else 0.0)
+            prev = s
+        self.streams, self.block_size, self.seed = [list(s) for s in streams], block_size, seed
+
+    def bind(self, target: Target, pool: KVPool, graphs, *args) -> None:
+        super().bind(target, pool, graphs, *args)
+        if self.shadow is not None:
+            self.shadow.bind(target, pool, graphs, *args)
+        device, rows = target.device, pool.req_to_token.shape[0]
+        width = max([len(s) for s in self.streams] + [1])
+        self._stream = torch.zeros(rows, width, dtype=torch.int64, device=device)
+        self._prompt_len = torch.zeros(rows, dtype=torch.int64, device=device)
+        self._keep = torch.tensor(self.keep_prob, dtype=torch.float32, device=device)
+        self._gen = torch.Generator(device=device)
+        self._gen.manual_seed(self.seed)
+
+    def start(self, rows, request_ids, prompt_lens) -> None:
+        streams = torch.zeros(len(rows), self._stream.shape[1], dtype=torch.int64)
+        for i, rid in enumerate(request_ids):
+            streams[i, : len(self.streams[rid])] = torch.tensor(self.streams[rid],
+                                                                dtype=torch.int64)
+        device = self._stream.device
+        index = to_device(rows, device)  # asynchronous: the serving loop calls this mid-flight
+        self._stream[index] = to_device(streams, device)
+        self._prompt_len[index] = to_device(prompt_lens, device)
+
+    def prefill(self, input_ids, batch, aux) -> None:
+        if self.shadow is not None:
+            self.shadow.prefill(input_ids, batch, aux)
+
+    def commit(self, rnd: Round, aux, commit_lens) -> None:
+        if self.shadow is not None:
+            self.shadow.commit(rnd, aux, commit_lens)
+
+    def propose(self, rnd: Round) -> Proposal:
+        if self.shadow is not None:
+            self.shadow.propose(rnd)
+        bs, vocab = rnd.positions.shape[0], self.target.config.vocab_size
+        # Generated-token index of block position j: positions - prompt_len.
+        index = rnd.positions[:, 1:] - self._prompt_len[rnd.req_rows][:, None]
+        index = index.clamp(0, self._stream.shape[1] - 1)
+        drafts = self._stream[rnd.req_rows[:, None], index]
+        u = torch.rand(drafts.shape, generator=self._gen, device=drafts.device)
+        shift = torch.randint(1, max(vocab, 2), drafts.shape, generator=self._gen,
+                              device=drafts.device)
+        drafts = torch.where(u < self._keep, drafts, (drafts + shift) % vocab)
+        return Proposal(torch.cat([rnd.verified_id.view(bs, 1), drafts], dim=1))
+
+
+@register("oracle")
+def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, shadow=None,
+           streams=None):
+    if tau is not None and survival is not None:
+        raise ValueError("give tau or survival, not both")
+    if shadow is True:
+        if context.drafter is None:
+            raise ValueError("method 'oracle': shadow=true needs a drafter in the BuildContext")
+        shadow = context.drafter
+    elif isinstance(shadow, str):
+        shadow = MethodSpec.parse(shadow)
+    if isinstance(shadow, MethodSpec):
+        shadow = FACTORIES[shadow.name](target, context, **shadow.kwargs)
+    block = block_size or (shadow.block_size if shadow is not None else 16)
+    if tau is not None:
+        survival = geometric_survival(tau, block)
+    streams = streams if streams is not None else context.streams
+    if streams is None:
+        if not context.prompts:
+            raise ValueError("method 'oracle' needs the prompts (BuildContext) or streams")
+        streams = generate(target, [list(p) for p in context.prompts],
+                           max_new_tokens=context.max_new_tokens).tokens
+    return OracleProposer(streams, block, survival, seed=seed, shadow=shadow)

@@ -1,0 +1,144 @@
+"""`python -m workbench reproduce`: the holds rules on hand-computed cases and the paper's own
+numbers, the published-prediction switch, the CLI, and the committed report.
+
+The rules' expected verdicts come from the papers (a rule must pass the paper's own table)
+or from hand-built cases whose answer is plain; the committed report must list every entry.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench import reproduce, reproduce_data, reproduce_entry, reproduce_sim
+
+REPORT = reproduce_entry.ROOT / "experiments" / "reproduce"
+
+
+def test_falls_compares_the_last_concurrency_with_the_first():
+    # DFlash Table 3, Qwen3-8B Math500: 5.1 at c = 1 down to 2.8 at c = 32 (keys unsorted).
+    assert reproduce_sim.falls({32: 2.8, 1: 5.1, 8: 4.5})
+    assert not reproduce_sim.falls({1: 1.0, 32: 1.0})
+    assert not reproduce_sim.falls({1: 1.2, 64: 1.3})
+
+
+def test_block_ratios_on_the_papers_table8_pass_the_rule():
+    """Table 8 (Math500): b16->b8 5.09, b8->b8 5.21, b8->b16 5.02, b16->b16 6.33."""
+    tau = {
+        ("dflash-b16", 8): 5.09,
+        ("dflash-b8", 8): 5.21,
+        ("dflash-b8", 16): 5.02,
+        ("dflash-b16", 16): 6.33,
+    }
+    down, up = reproduce_data.block_ratios(tau)
+    assert down == pytest.approx(5.09 / 5.21) and up == pytest.approx(5.02 / 6.33)
+    assert down >= 0.9 and down > up
+
+
+def test_budget_margins_pair_each_point_with_its_best_fixed_run():
+    rows = [
+        # c = 32, seed 0: fixed best 100, budget best 110 -> +10%
+        {
+            "dataset": "h",
+            "concurrency": "32",
+            "seed": "0",
+            "level": "fixed",
+            "throughput_tok_s": "90",
+        },
+        {
+            "dataset": "h",
+            "concurrency": "32",
+            "seed": "0",
+            "level": "fixed",
+            "throughput_tok_s": "100",
+        },
+        {
+            "dataset": "h",
+            "concurrency": "32",
+            "seed": "0",
+            "level": "AUC~0.9",
+            "throughput_tok_s": "110",
+        },
+        {
+            "dataset": "h",
+            "concurrency": "32",
+            "seed": "0",
+            "level": "uninformative",
+            "throughput_tok_s": "500",
+        },
+        # c = 64, seed 1: 95 against 100 -> -5%
+        {
+            "dataset": "h",
+            "concurrency": "64",
+            "seed": "1",
+            "level": "fixed",
+            "throughput_tok_s": "100",
+        },
+        {
+            "dataset": "h",
+            "concurrency": "64",
+            "seed": "1",
+            "level": "AUC~0.9",
+            "throughput_tok_s": "95",
+        },
+        # c = 16 is below the range: ignored
+        {
+            "dataset": "h",
+            "concurrency": "16",
+            "seed": "0",
+            "level": "AUC~0.9",
+            "throughput_tok_s": "999",
+        },
+    ]
+    assert sorted(reproduce_data.budget_margins(rows, "AUC~0.9")) == pytest.approx([-0.05, 0.10])
+
+
+def test_a_committed_prediction_file_replaces_the_simulator(tmp_path, monkeypatch):
+    """Rows for table 3 in experiments/published/predictions.json are read instead of
+    simulating; their falling curves decide the verdict, and the data column names the file."""
+    path = tmp_path / reproduce_sim.PUBLISHED
+    path.parent.mkdir(parents=True)
+    rows = [
+        {"table": 3, "model": "qwen3-8b", "task": "math500", "concurrency": c, "speedup": s}
+        for c, s in ((1, 4.0), (32, 2.5))
+    ]
+    rows.append({"table": "5", "model": "x", "task": "y", "concurrency": 1, "speedup": 9.0})
+    path.write_text(json.dumps({"rows": rows}))
+    monkeypatch.setattr(reproduce_sim, "ROOT", tmp_path)
+    monkeypatch.setattr(reproduce_sim, "sweep", lambda *a: pytest.fail("simulated"))
+    out = reproduce_sim.table3()
+    assert out.holds is True and reproduce_sim.PUBLISHED in out.data
+    assert "qwen3-8b math500: 4.00 / 2.50x" in out.value
+    assert reproduce_sim.published_speedups("12") is None
+
+
+def test_select_keeps_report_order_and_names_an_unknown_entry():
+    entries = reproduce.entries()
+    assert len({e.name for e in entries}) == len(entries) == 16
+    picked = reproduce.select(entries, ["figure3", "table8"])
+    assert [e.name for e in picked] == ["table8", "figure3"]
+    with pytest.raises(ValueError, match="nope"):
+        reproduce.select(entries, ["nope"])
+
+
+def test_cli_runs_committed_data_entries_into_out(tmp_path, capsys):
+    assert reproduce.main(["--only", "table10", "table9-tau", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[1/2] table9-tau: no") and lines[1].startswith("[2/2] table10: yes")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["name"] for r in report["rows"]] == ["table9-tau", "table10"]
+    # Table 10 on the toy: 4.94 with features vs 3.79 without (the ablations' results.csv).
+    assert "4.94 vs 3.79" in report["rows"][1]["value"]
+    assert "Holds: 1 of 2 rows" in (tmp_path / "report.md").read_text()
+    assert reproduce.main(["--only", "nope"]) == 2
+
+
+def test_the_committed_report_lists_every_entry_and_its_runtime():
+    report = json.loads((REPORT / "report.json").read_text())
+    assert [r["name"] for r in report["rows"]] == [e.name for e in reproduce.entries()]
+    assert all(r["holds"] in (True, False, None) for r in report["rows"])
+    assert report["header"]["wall_s"] < 600
+    md = (REPORT / "report.md").read_text()
+    table = [line for line in md.splitlines() if line.startswith("| ")]
+    assert len(table) == len(report["rows"]) + 2  # header, separator, one row per entry
