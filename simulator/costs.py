@@ -7,8 +7,14 @@ priced in one call; the answer is a float for one round, else an array of shape 
 `RooflineCostModel` prices a forward as max(FLOPs / matmul peak, bytes / HBM bandwidth) for
 the linear layers and, separately, for attention, plus a launch overhead per forward; the
 LM head + sampling and DFlash's draft-KV materialization the same way; the host as a constant
-plus a per-request term. `calibrated` (simulator/calibrated.py) reads the reference engine's
-measured tables instead; `engine.cost_model` picks one (simulator/cost_models.py).
+plus a per-request term. Under tensor parallelism (`engine.tp_size` = tp > 1) each GPU runs
+one rank's shard of every layer (`Stack.shard`; LM head split by vocabulary) and every layer
+adds two all-reduces of the tokens' hidden states (after attention and after the MLP), each
+priced analytically as a ring: allreduce_latency_s + 2 (tp - 1) / tp * tokens * hidden *
+dtype bytes / NVLink bandwidth (hardware.nvlink_tbps); the argmax over the split vocabulary
+adds one latency. Not measured: `label` says "analytic". `calibrated`
+(simulator/calibrated.py) reads the reference engine's measured tables instead;
+`engine.cost_model` picks one (simulator/cost_models.py).
 """
 
 from __future__ import annotations
@@ -62,11 +68,18 @@ class RooflineCostModel:
         self.bw = hw.hbm_tbps * 1e12 * hw.bandwidth_efficiency
         self.launch = hw.launch_overhead_s
         self.copy = hw.d2h_copy_s
-        self.target = Stack.of(m)
-        self.draft = draft_stack(cfg)
+        tp = self.tp = e.tp_size
+        self.target = Stack.of(m).shard(tp)
+        d = draft_stack(cfg)
+        self.draft = d.shard(tp) if d else None
         self.vocab = m.vocab_size
-        self.head_params = m.vocab_size * m.hidden_size
+        self.head_params = m.vocab_size * m.hidden_size // tp
         self.dtype = m.dtype_bytes
+        ring = 2.0 * (tp - 1) / tp * m.hidden_size * m.dtype_bytes / (hw.nvlink_tbps * 1e12)
+        self.allreduce = (hw.allreduce_latency_s, ring) if tp > 1 else (0.0, 0.0)
+        self.label = "roofline" if tp == 1 else (
+            f"roofline, tp={tp} with analytic all-reduce ({hw.nvlink_tbps:g} TB/s NVLink, "
+            f"{1e6 * hw.allreduce_latency_s:g} us each)")
         d = self.draft
         kv_proj = d.layers * d.hidden * 2 * d.kv_heads * d.head_dim if d else 0
         self.materialize_params = fusion_params(cfg) + kv_proj
@@ -100,16 +113,19 @@ class RooflineCostModel:
 
     def _coefficients(self, st: Stack) -> tuple[float, ...]:
         """Seconds per unit: weights read, per token (matmul, activations), per attention
-        pair (q_i, k_j), per KV token read or written."""
+        pair (q_i, k_j), per KV token read or written; all-reduces per forward and per
+        token (two per layer; zero without tensor parallelism)."""
         act = st.layers * (6 * st.hidden + 3 * st.intermediate) * st.dtype_bytes
+        latency, ring = self.allreduce
         return (st.weight_bytes / self.bw, 2.0 * st.params / self.flops, act / self.bw,
                 4.0 * st.layers * st.heads * st.head_dim / self.attn_flops,
-                st.kv_bytes_per_token / self.bw)
+                st.kv_bytes_per_token / self.bw, 2 * st.layers * latency, 2 * st.layers * ring)
 
     def _stack_s(self, coef: tuple[float, ...], q: np.ndarray, kv: np.ndarray, causal: bool):
-        w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s = coef
+        w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s, ar_s, ar_tok_s = coef
         tokens, qkv, kv_tokens, pairs_causal, pairs_full = self._aggregates(q, kv)
-        fixed = max(tokens * tok_flop_s, w_s + tokens * tok_act_s) + self.launch
+        fixed = (max(tokens * tok_flop_s, w_s + tokens * tok_act_s) + self.launch
+                 + ar_s + tokens * ar_tok_s)
         pairs = qkv + (pairs_causal if causal else pairs_full)
         if kv.ndim == 1:
             return fixed + max(float(pairs) * pair_s, float(kv_tokens) * kv_tok_s)
@@ -130,8 +146,9 @@ class RooflineCostModel:
     def lm_head_s(self, n_rows: float) -> float:
         n = float(n_rows)
         flops = 2.0 * self.head_params * n
-        nbytes = self.head_params * self.dtype + n * self.vocab * 8  # fp32 logits, write + read
-        return max(flops / self.flops, nbytes / self.bw)
+        # fp32 logits of this rank's vocabulary shard, written and read
+        nbytes = self.head_params * self.dtype + n * (self.vocab // self.tp) * 8
+        return max(flops / self.flops, nbytes / self.bw) + self.allreduce[0]
 
     def kv_materialize_s(self, n_tokens: float) -> float:
         if self.draft is None:
