@@ -3,14 +3,14 @@
 The preset curve (simulator/acceptance.py) is logit(alpha_j) = a + sigma * z - d * (j - 1).
 With context decay, a request whose context holds `ctx` tokens gets
 
-    logit(alpha_j(ctx)) = a + sigma * z - d * (j - 1) - beta * log2(1 + ctx / c0),
+    logit(alpha_j(ctx)) = a + sigma * z - d * (j - 1) - beta * max(0, log2(ctx / c0)),
 
-i.e. every position loses beta logits per doubling of the context once it is well past the
-knee c0, and almost nothing below it (at ctx = c0 the shift is beta). beta =
-`spec.context_decay`, c0 = `spec.context_knee_tokens`; beta = 0 is the curve without decay.
-The published short-prompt tau stays the ctx -> 0 limit of the curve. A request's context is
-its prompt length, read once at admission: outputs are short next to the long prompts this
-models, and the curve is not updated while the request decodes.
+i.e. acceptance is flat up to the knee c0 (a drafter's training length, say) and every
+position loses beta logits per doubling of the context past it. beta = `spec.context_decay`,
+c0 = `spec.context_knee_tokens`; beta = 0 is the curve without decay, and below the knee the
+published tau holds unchanged. A request's context is its prompt length, read once at
+admission: outputs are short next to the long prompts this models, and the curve is not
+updated while the request decodes.
 
 `fit_context_decay` fits (a per dataset, beta, c0) to measured tau by context length (the
 DFlash paper's Table 4, LongBench; the toy world's buckets): each tau is turned into the
@@ -18,7 +18,6 @@ offset whose mean commit length it is (`solve_logit0`), and the offsets are fitt
 space, where the model is linear in (a, beta) for a fixed c0 (least squares), c0 by a search
 over a log grid.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,11 +28,12 @@ from simulator.acceptance import mean_commit, solve_logit0
 
 
 def context_shift(ctx, beta: float, knee_tokens: float):
-    """beta * log2(1 + ctx / c0): the logit drop of every position at context `ctx` (tokens;
-    a float or an array)."""
+    """beta * max(0, log2(ctx / c0)): the logit drop of every position at context `ctx`
+    (tokens; a float or an array)."""
     if knee_tokens <= 0:
         raise ValueError(f"knee_tokens must be > 0, got {knee_tokens}")
-    return beta * np.log2(1.0 + np.asarray(ctx, dtype=np.float64) / knee_tokens)
+    ratio = np.maximum(np.asarray(ctx, dtype=np.float64) / knee_tokens, 1.0)
+    return beta * np.log2(ratio)
 
 
 def tau_at(
@@ -57,7 +57,7 @@ class DecayFit:
     rms_tau: float
 
     def short_tau(self, dataset: str, decay: float, sigma: float, block_size: int) -> float:
-        """tau of `dataset` in the ctx -> 0 limit (no decay)."""
+        """tau of `dataset` below the knee (no decay)."""
         return mean_commit(self.logit0[dataset], decay, sigma, block_size)
 
 
@@ -93,7 +93,7 @@ def fit_context_decay(
     for c0 in knees:
         X = np.zeros((len(rows), len(names) + 1))
         X[np.arange(len(rows)), idx] = 1.0
-        X[:, -1] = -np.log2(1.0 + ctx / c0)
+        X[:, -1] = -context_shift(ctx, 1.0, c0)
         coef, *_ = np.linalg.lstsq(X, y, rcond=None)
         sse = float(((X @ coef - y) ** 2).sum())
         if best is None or sse < best[0] - 1e-12:

@@ -2,7 +2,7 @@
 context length, and what it does to DFlash's speedup from 1K to 32K tokens of prompt.
 
 Fits (simulator/context_decay.py, in logit space, per-position curve of B = 16, decay 0.1,
-sigma 0.5) logit(alpha_j(ctx)) = a_dataset - beta * log2(1 + ctx / c0) to
+sigma 0.5) logit(alpha_j(ctx)) = a_dataset - beta * max(0, log2(ctx / c0)) to
 
 - the DFlash paper's Table 4: tau of the Qwen3.5-27B drafter on LongBench (hotpotqa,
   qasper, gov_report) at 1K-32K tokens of context, the base drafter (trained at 4K) and the
@@ -203,7 +203,7 @@ def plot(fitted: dict[str, DecayFit], rows: list[dict], toy: list[dict] | None):
     return fig
 
 
-def readme(summary: dict, rows: list[dict], toy: list[dict] | None) -> str:
+def readme(summary: dict, rows: list[dict], toy: dict | None) -> str:
     """README.md: the setting, the fits, the speedups and the reading."""
     by = {(r["decay"], r["prompt_tokens"], r["concurrency"]): r for r in rows}
     lo, hi = min(PROMPTS), max(PROMPTS)
@@ -225,20 +225,22 @@ def readme(summary: dict, rows: list[dict], toy: list[dict] | None) -> str:
         for c in sorted({r["concurrency"] for r in rows})
     )
     b, g = summary["base"], summary["long"]
-    top = 2.0 ** 17  # the largest knee fit_context_decay searches by default
+    top = 2.0**17  # the largest knee fit_context_decay searches by default
     edge = "; its c0 sits at the searched grid's edge" if g["knee_tokens"] >= top else ""
     toy_text = ""
     if toy:
-        t0, t1 = toy[0], toy[-1]
+        t0, t1 = toy["buckets"][0], toy["buckets"][-1]
         toy_text = f"""The toy world (zoo pair, B = 16, CPU, toy_context.json) reads tau
             {t0["tau"]:.2f} at {t0["context_tokens"]} tokens of context and {t1["tau"]:.2f}
             at {t1["context_tokens"]} ({t1["diff_vs_shortest"]:+.2f} +-
             {t1["diff_2se"]:.2f}, 2 SE, same continuations), past its target's 512-token
             training windows; its fit gives beta = {summary["toy"]["beta"]:.2f} per doubling
-            past c0 = {summary["toy"]["knee_tokens"]:,.0f}."""
+            past c0 = {summary["toy"]["knee_tokens"]:,.0f} (measured by `{toy["command"]}`,
+            {toy["wall_s"] / 60:.0f} min on 2 shared CPU cores, Python {toy["python"]},
+            torch {toy["torch"]})."""
     reading = f"""Reading. The base drafter (trained at 4K) loses acceptance with context: the
-        fit gives beta = {b["beta"]:.2f} logits per doubling of (1 + ctx / c0) with c0 =
-        {b["knee_tokens"]:,.0f} (rms {b["rms_tau"]:.2f} in tau over Table 4's 16 points),
+        fit gives beta = {b["beta"]:.2f} logits per doubling of the context past c0 =
+        {b["knee_tokens"]:,.0f} tokens (rms {b["rms_tau"]:.2f} in tau over Table 4's 16 points),
         the long-finetuned one {g["beta"]:.2f} (rms {g["rms_tau"]:.2f}: its hotpotqa and
         qasper rise with context, which one shared decay cannot follow{edge}). Carried onto
         Qwen3-8B's HumanEval curve, the base decay takes the simulated tau from
@@ -257,7 +259,7 @@ def readme(summary: dict, rows: list[dict], toy: list[dict] | None) -> str:
 
     python -m experiments.whatifs.context_decay
 
-Per-position acceptance logit(alpha_j(ctx)) = a - beta * log2(1 + ctx / c0) - 0.1 (j - 1)
+Per-position acceptance logit(alpha_j(ctx)) = a - beta * max(0, log2(ctx / c0)) - 0.1 (j - 1)
 (+ 0.5 z per request; simulator/context_decay.py) fitted in logit space to the DFlash
 paper's Table 4 (Qwen3.5-27B drafter on LongBench, B = 16 assumed) and, when present, to
 the toy world's buckets (`python -m experiments.whatifs.toy_context`); then Qwen3-8B on one
@@ -266,7 +268,7 @@ of 1K-32K tokens, 256-token outputs, overlap engine, roofline costs, closed loop
 clients (conf/experiment/whatif_context_decay.yaml). context_decay.png: Table 4 and the
 fits; decode speedup (TPOT ratio); output tokens/s ratio, prefill included.
 
-| fit | beta | c0, tokens | rms tau | tau at ctx -> 0 |
+| fit | beta | c0, tokens | rms tau | tau below c0 |
 | --- | --: | --: | --: | --- |
 {fits_md}
 
@@ -292,7 +294,7 @@ def main() -> None:
         },
         jobs=args.jobs,
     )
-    toy = json.loads(TOY.read_text())["buckets"] if TOY.exists() else None
+    toy = json.loads(TOY.read_text()) if TOY.exists() else None
     summary = {
         name: {
             "beta": f.beta,
@@ -306,7 +308,7 @@ def main() -> None:
     write(
         "context_decay",
         {"curve": CURVE, "table4": TABLE4, "fits": summary, "rows": rows},
-        plot(fitted, rows, toy),
+        plot(fitted, rows, toy["buckets"] if toy else None),
         readme(summary, rows, toy),
     )
     print(json.dumps(summary, indent=1))

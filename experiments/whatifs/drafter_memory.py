@@ -185,6 +185,11 @@ def queueing(rows: list[dict], ttft_s: float = TTFT_SLO_S) -> list[dict]:
     return out
 
 
+def _color(layers: int, free: bool) -> str:
+    """One colour per series in every panel."""
+    return "C4" if free else {0: "C0", 3: "C1", 5: "C2", 8: "C3"}[layers]
+
+
 def plot(rows: list[dict]):
     plt = pyplot()
     hws = list(dict.fromkeys(r["hardware"] for r in rows))
@@ -215,7 +220,15 @@ def plot(rows: list[dict]):
                     for c in cs
                 ]
                 label = f"{L} layers (tau {tau_of(ds, L):.2f})" + (", memory free" if free else "")
-                ax.plot(cs, ratio, "--" if free else "-", marker="o", ms=3, label=label)
+                ax.plot(
+                    cs,
+                    ratio,
+                    "--" if free else "-",
+                    marker="o",
+                    ms=3,
+                    label=label,
+                    color=_color(L, free),
+                )
             ax.axhline(1.0, color="grey", lw=0.8)
             ax.set(
                 xscale="log",
@@ -244,6 +257,7 @@ def plot(rows: list[dict]):
                     "--" if free else "-",
                     marker="o",
                     ms=3,
+                    color=_color(L, free),
                     label="no speculation"
                     if L == 0
                     else f"{L} layers" + (", memory free" if free else ""),

@@ -11,11 +11,12 @@ from experiments.whatifs.context_decay import EXPERIMENT, fits, sweep
 
 def test_table4_fits_and_the_yaml_carries_the_base_fit():
     f = fits(None)
-    assert f["base"].beta > 1.0 > f["long"].beta
+    assert f["base"].beta > f["long"].beta > 0
+    assert 2048 < f["base"].knee_tokens < 8192  # about the base drafter's 4K training length
     assert f["base"].rms_tau < 0.25
     spec = base_config(EXPERIMENT).spec
     assert spec.context_decay == pytest.approx(f["base"].beta, abs=0.005)
-    assert spec.context_knee_tokens == f["base"].knee_tokens
+    assert spec.context_knee_tokens == pytest.approx(f["base"].knee_tokens, rel=1e-3)
 
 
 def test_decay_costs_decode_speedup_at_long_prompts():

@@ -17,10 +17,11 @@ def _constant_tau(alpha: float, B: int) -> float:
     return (1 - alpha**B) / (1 - alpha)
 
 
-def test_shift_is_beta_per_doubling_of_one_plus_ctx_over_knee():
-    assert context_shift(4096, 1.3, 4096) == pytest.approx(1.3)  # log2(2)
-    assert context_shift(3 * 4096, 1.3, 4096) == pytest.approx(2.6)  # log2(4)
-    assert context_shift(0, 1.3, 4096) == 0.0
+def test_shift_is_zero_below_the_knee_then_beta_per_doubling():
+    assert context_shift(4096, 1.3, 4096) == 0.0
+    assert context_shift(1000, 1.3, 4096) == 0.0
+    assert context_shift(8192, 1.3, 4096) == pytest.approx(1.3)  # one doubling
+    assert context_shift(32768, 1.3, 4096) == pytest.approx(3.9)  # three
     with pytest.raises(ValueError, match="knee_tokens"):
         context_shift(1, 1.0, 0.0)
 
@@ -28,19 +29,19 @@ def test_shift_is_beta_per_doubling_of_one_plus_ctx_over_knee():
 def test_constant_curve_shifted_per_request_matches_closed_form():
     cfg = SimConfig()
     cfg.spec.acceptance, cfg.spec.alpha, cfg.spec.block_size = "constant", 0.8, 8
-    ctx = np.array([0, 1000, 3000, 7000])
-    shift = context_shift(ctx, 0.7, 1000.0)  # 0, 0.7, 1.4, 2.1 logits
+    ctx = np.array([500, 1000, 2000, 8000])
+    shift = context_shift(ctx, 0.7, 1000.0)  # 0, 0, 0.7, 2.1 logits
     model = make_acceptance(cfg, 4, np.zeros(4), np.random.default_rng(0), shift)
     slots = np.arange(4)
     model.admit(slots, slots)
-    logit = np.log(0.8 / 0.2) - np.array([0.0, 0.7, 1.4, 2.1])
+    logit = np.log(0.8 / 0.2) - np.array([0.0, 0.0, 0.7, 2.1])
     alpha = 1 / (1 + np.exp(-logit))
     expected = [_constant_tau(a, 8) for a in alpha]
     np.testing.assert_allclose(model.expected[slots], expected, rtol=1e-12)
 
 
 def test_simulated_tau_at_long_prompts_matches_closed_form():
-    """Every request's prompt is 3 knees long, so each position accepts with alpha' =
+    """Every request's prompt is 4 knees long, so each position accepts with alpha' =
     sigmoid(logit(0.85) - 2 beta). Pooled tau over R request-rounds has standard error
     sd / sqrt(R) (the rounds are independent draws of one truncated geometric law);
     R is about 7,000 here, SE about 0.02, so |error| < 4 SE fails < 1e-4 of the time for a
@@ -59,7 +60,7 @@ def test_simulated_tau_at_long_prompts_matches_closed_form():
             "workload": {
                 "concurrency": 16,
                 "num_requests": 96,
-                "prompt_tokens_mean": 3 * knee,
+                "prompt_tokens_mean": 4 * knee,
                 "prompt_tokens_cv": 0.0,
                 "output_tokens_mean": 200,
                 "output_tokens_cv": 0.0,
