@@ -18,6 +18,7 @@ offset whose mean commit length it is (`solve_logit0`), and the offsets are fitt
 space, where the model is linear in (a, beta) for a fixed c0 (least squares), c0 by a search
 over a log grid.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
