@@ -201,16 +201,19 @@ def preset_tau(cfg: SimConfig) -> tuple[float, int]:
 
 
 def make_acceptance(cfg: SimConfig, n_slots: int, difficulty: np.ndarray,
-                    rng: np.random.Generator) -> AcceptanceModel:
+                    rng: np.random.Generator, shift: np.ndarray | None = None
+                    ) -> AcceptanceModel:
     """The acceptance model named by `spec.acceptance`, for one replica; `difficulty` holds
-    the latent z of every request id."""
+    the latent z of every request id, `shift` (preset and constant curves only) a logit drop
+    of every position per request id (context decay, simulator/context_decay.py)."""
     s = cfg.spec
     B = s.block_size
     if B == 1:  # nothing drafted (spec.method = none validates to B = 1)
         return CurveAcceptance(n_slots, 1, 0.0, 0.0, rng)
+    drop = 0.0 if shift is None else shift
     if s.acceptance == "constant":
         alpha = min(max(s.alpha, 1e-12), 1 - 1e-12)
-        return CurveAcceptance(n_slots, B, np.log(alpha / (1 - alpha)), 0.0, rng)
+        return CurveAcceptance(n_slots, B, np.log(alpha / (1 - alpha)) - drop, 0.0, rng)
     if s.acceptance == "replay":
         return ReplayAcceptance(n_slots, B, load_recordings(s.replay_path))
     tau, trained = preset_tau(cfg)
@@ -218,5 +221,5 @@ def make_acceptance(cfg: SimConfig, n_slots: int, difficulty: np.ndarray,
     if s.acceptance == "mean":
         return MeanAcceptance(n_slots, B, mean_commit(logit0, s.decay_logit,
                                                       s.difficulty_sigma, B))
-    return CurveAcceptance(n_slots, B, logit0 + s.difficulty_sigma * difficulty,
+    return CurveAcceptance(n_slots, B, logit0 + s.difficulty_sigma * difficulty - drop,
                            s.decay_logit, rng)

@@ -18,6 +18,7 @@ import numpy as np
 import simpy
 
 from simulator.acceptance import make_acceptance
+from simulator.context_decay import context_shift
 from simulator.cost_models import make_cost_model
 from simulator.costs import CostModel
 from simulator.methods import make_method
@@ -41,10 +42,13 @@ class Cluster:
         method = make_method(cfg)
         acc_seeds = streams["acceptance"].spawn(cfg.cluster.replicas)
         n_slots = cfg.engine.max_running_requests
+        s = cfg.spec
+        shift = (context_shift(self.req.prompt_tokens, s.context_decay, s.context_knee_tokens)
+                 if s.context_decay else None)
         self.replicas = [
             Replica(self.env, i, cfg, self.cost, method,
                     make_acceptance(cfg, n_slots, self.req.difficulty,
-                                    np.random.default_rng(acc_seeds[i])),
+                                    np.random.default_rng(acc_seeds[i]), shift),
                     self.req, self.budget.capacity_tokens, self._on_finish)
             for i in range(cfg.cluster.replicas)
         ]

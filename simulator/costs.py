@@ -10,8 +10,14 @@ linear layers and, separately, for attention, plus the fixed GPU times of the en
 request and layer; simulator/engine_profiles.py `KernelFactors`); an MoE stack reads the
 experts its tokens route to (simulator/shapes.py `Stack.weight_bytes_read`). The LM head +
 sampling and DFlash's draft-KV materialization are priced the same way; the host as a
-constant plus a per-request term. `calibrated` (simulator/calibrated.py) reads the reference
-engine's measured tables instead; `engine.cost_model` picks one (simulator/cost_models.py).
+constant plus a per-request term. Under tensor parallelism (`engine.tp_size` = tp > 1) each
+GPU runs one rank's shard of every layer (`Stack.shard`; LM head split by vocabulary) and
+every layer adds two all-reduces of the tokens' hidden states (after attention and after the
+MLP), each priced analytically as a ring: allreduce_latency_s + 2 (tp - 1) / tp * tokens *
+hidden * dtype bytes / NVLink bandwidth (hardware.nvlink_tbps); the argmax over the split
+vocabulary adds one latency. Not measured: `label` says "analytic". `calibrated`
+(simulator/calibrated.py) reads the reference engine's measured tables instead;
+`engine.cost_model` picks one (simulator/cost_models.py).
 """
 
 from __future__ import annotations
@@ -68,11 +74,18 @@ class RooflineCostModel:
         self.launch = self.k.launch_s
         self.copy = hw.d2h_copy_s
         self.cost_source = roofline_source(cfg)
-        self.target = Stack.of(m)
-        self.draft = draft_stack(cfg)
+        tp = self.tp = e.tp_size
+        self.target = Stack.of(m).shard(tp)
+        d = draft_stack(cfg)
+        self.draft = d.shard(tp) if d else None
         self.vocab = m.vocab_size
-        self.head_params = m.vocab_size * m.hidden_size
+        self.head_params = m.vocab_size * m.hidden_size // tp
         self.dtype = m.dtype_bytes
+        ring = 2.0 * (tp - 1) / tp * m.hidden_size * m.dtype_bytes / (hw.nvlink_tbps * 1e12)
+        self.allreduce = (hw.allreduce_latency_s, ring) if tp > 1 else (0.0, 0.0)
+        self.label = "roofline" if tp == 1 else (
+            f"roofline, tp={tp} with analytic all-reduce ({hw.nvlink_tbps:g} TB/s NVLink, "
+            f"{1e6 * hw.allreduce_latency_s:g} us each)")
         d = self.draft
         kv_proj = d.layers * d.hidden * 2 * d.kv_heads * d.head_dim if d else 0
         self.materialize_params = fusion_params(cfg) + kv_proj
@@ -107,23 +120,26 @@ class RooflineCostModel:
     def _coefficients(self, st: Stack) -> tuple:
         """Seconds per unit: weights read (a dense stack's), per token (matmul,
         activations), per attention pair (q_i, k_j), per KV token read or written; fixed
-        seconds per forward and per request; the stack itself (an MoE stack's weight reads
-        depend on the forward's tokens)."""
+        seconds per forward (all-reduce latencies included) and per request; the stack
+        itself (an MoE stack's weight reads depend on the forward's tokens); all-reduce
+        seconds per token (two per layer; zero without tensor parallelism)."""
         k = self.k
         act = st.layers * (6 * st.hidden + 3 * st.mlp_width_per_token) * st.dtype_bytes
         fixed = self.launch + st.layers * (k.layer_s + (k.moe_layer_s if st.experts else 0.0))
+        latency, ring = self.allreduce
         return (st.weight_bytes / self.bw, 2.0 * st.active_params / self.flops, act / self.bw,
                 4.0 * st.layers * st.heads * st.head_dim / self.attn_flops,
-                st.kv_bytes_per_token / self.bw, fixed, st.layers * k.request_layer_s,
-                st if st.experts else None)
+                st.kv_bytes_per_token / self.bw, fixed + 2 * st.layers * latency,
+                st.layers * k.request_layer_s, st if st.experts else None,
+                2 * st.layers * ring)
 
     def _stack_s(self, coef: tuple, q: np.ndarray, kv: np.ndarray, causal: bool):
-        w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s, fixed_s, req_s, moe = coef
+        w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s, fixed_s, req_s, moe, ar_tok_s = coef
         tokens, qkv, kv_tokens, pairs_causal, pairs_full = self._aggregates(q, kv)
         if moe is not None:
             w_s = moe.weight_bytes_read(tokens) / self.bw
         fixed = (max(tokens * tok_flop_s, w_s + tokens * tok_act_s) + fixed_s
-                 + req_s * q.shape[-1])
+                 + req_s * q.shape[-1] + tokens * ar_tok_s)
         pairs = qkv + (pairs_causal if causal else pairs_full)
         if kv.ndim == 1:
             return fixed + max(float(pairs) * pair_s, float(kv_tokens) * kv_tok_s)
@@ -144,8 +160,9 @@ class RooflineCostModel:
     def lm_head_s(self, n_rows: float) -> float:
         n = float(n_rows)
         flops = 2.0 * self.head_params * n
-        nbytes = self.head_params * self.dtype + n * self.vocab * 8  # fp32 logits, write + read
-        return max(flops / self.flops, nbytes / self.bw)
+        # fp32 logits of this rank's vocabulary shard, written and read
+        nbytes = self.head_params * self.dtype + n * (self.vocab // self.tp) * 8
+        return max(flops / self.flops, nbytes / self.bw) + self.allreduce[0]
 
     def kv_materialize_s(self, n_tokens: float) -> float:
         if self.draft is None:

@@ -112,6 +112,7 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
     summary = {
         "method": cfg.spec.method, "block_size": cfg.spec.block_size, "model": cfg.model.name,
         "hardware": cfg.hardware.name, "engine_mode": cfg.engine.mode, "replicas": n_gpu,
+        "tp_size": cfg.engine.tp_size,
         "cost_model": getattr(cluster.cost, "label", cfg.engine.cost_model),
         "engine_profile": cfg.engine.profile,
         "cost_source": getattr(cluster.cost, "cost_source", "a cost model passed in"),
@@ -126,7 +127,8 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
                      "not_arrived": int(len(req) - arrived.sum())},
         "duration_s": span,
         "throughput": {"output_tok_s": out_tokens / span,
-                       "output_tok_s_per_gpu": out_tokens / span / n_gpu,
+                       "output_tok_s_per_gpu": out_tokens / span
+                       / (n_gpu * cfg.engine.tp_size),
                        "requests_s": int(finished.sum()) / span},
         "ttft_s": weighted_stats(rec["ttft_s"]), "tpot_s": weighted_stats(rec["tpot_s"]),
         "itl_s": weighted_stats(itl_v, itl_w), "e2e_s": weighted_stats(rec["e2e_s"]),

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.batch_schedule import parse_schedule
 from simulator.errors import ConfigError
 from simulator.methods import METHODS
 
@@ -67,6 +68,9 @@ class HardwareParams:
     attention_efficiency: float = param(0.6, 1e-3, 1.0)
     launch_overhead_s: float = param(30e-6, 0.0, 1.0, doc="per forward (CUDA-graph replay)")
     d2h_copy_s: float = param(20e-6, 0.0, 1.0, doc="result copy to the host per round")
+    nvlink_tbps: float = param(0.45, 1e-3, 1e3, doc="GPU-to-GPU bandwidth per direction "
+                               "(tensor parallelism's all-reduce, simulator/costs.py)")
+    allreduce_latency_s: float = param(10e-6, 0.0, 1.0, doc="fixed time of one all-reduce")
 
 
 @dataclass
@@ -109,6 +113,13 @@ class SpecParams:
                              doc="dflash_tree: N fixed, or per batch from spec.tree_budgets")
     tree_budgets: list[int] = param([16, 32, 64, 128], 1, 4096,
                                     doc="dflash_tree load_aware: the budgets it picks from")
+    verify_schedule: list[list[int]] | None = param(
+        None, 0, BIG, doc="[[lo, hi, K], ...]: K drafts for decode batches of lo..hi "
+        "requests (vLLM's dynamic speculation, common/batch_schedule.py); null: B - 1 always")
+    context_decay: float = param(0.0, -10.0, 10.0, doc="beta: logit drop of every position "
+                                 "per doubling of the prompt past the knee "
+                                 "(simulator/context_decay.py); 0: none")
+    context_knee_tokens: float = param(4096.0, 1.0, 1e9, doc="c0 of the context decay")
 
 
 @dataclass
@@ -116,6 +127,9 @@ class EngineParams:
     """Serving engine: overlap mode, memory, batching limits and host-side overheads."""
 
     mode: str = param("overlap", choices=("sync", "overlap"))
+    tp_size: int = param(1, 1, 64, doc="tensor parallelism: GPUs per replica, weights and "
+                         "KV split across them, two analytic all-reduces per layer "
+                         "(roofline only)")
     kv_reserve_blocks: int = param(2, 1, 64, doc="KV reserved to committed + this * B")
     mem_fraction_static: float = param(0.85, 1e-3, 1.0)
     max_running_requests: int = param(64, 1, 1 << 20)
@@ -280,12 +294,42 @@ def _check_cross(cfg: SimConfig) -> None:
             f"model.num_experts = {m.num_experts}] and model.moe_intermediate_size >= 1 for "
             "an MoE model")
     METHODS[s.method].validate(s)
+    _check_tp(m, cfg.engine)
     if cfg.engine.mode == "overlap" and cfg.engine.kv_reserve_blocks < 2:
         raise ConfigError(
             f"engine.kv_reserve_blocks = {cfg.engine.kv_reserve_blocks} is outside [2, 64] "
             "for engine.mode = overlap (host seq lens lag one round)"
         )
+    if s.verify_schedule is not None:
+        if not METHODS[s.method].takes_verify_schedule:
+            raise ConfigError(f"spec.verify_schedule: spec.method = {s.method} verifies its "
+                              "own lengths (a batch-size schedule applies to drafted methods)")
+        try:
+            parse_schedule(s.verify_schedule)
+        except ValueError as e:
+            raise ConfigError(f"spec.{e}") from None
+    if s.context_decay and s.acceptance not in ("preset", "constant"):
+        raise ConfigError(f"spec.context_decay = {s.context_decay} needs spec.acceptance = "
+                          f"preset or constant (a per-position curve), got {s.acceptance}")
     if s.acceptance == "replay" and not s.replay_path:
         raise ConfigError("spec.replay_path must be set when spec.acceptance = replay")
     if w.arrival == "trace" and not w.trace_path:
         raise ConfigError("workload.trace_path must be set when workload.arrival = trace")
+
+
+def _check_tp(m: ModelParams, e: EngineParams) -> None:
+    """Heads and the MLP split evenly over tp ranks; KV heads split, or are replicated when
+    tp is a multiple of their count."""
+    tp = e.tp_size
+    if tp == 1:
+        return
+    if e.cost_model != "roofline":
+        raise ConfigError(f"engine.tp_size = {tp} is priced by the roofline's analytic "
+                          f"all-reduce only, not engine.cost_model = {e.cost_model}")
+    for key, value in (("num_heads", m.num_heads), ("intermediate_size", m.intermediate_size),
+                       ("vocab_size", m.vocab_size)):
+        if value % tp:
+            raise ConfigError(f"engine.tp_size = {tp} must divide model.{key} = {value}")
+    if m.num_kv_heads % tp and tp % m.num_kv_heads:
+        raise ConfigError(f"engine.tp_size = {tp} and model.num_kv_heads = {m.num_kv_heads}: "
+                          "one must divide the other")

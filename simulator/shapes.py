@@ -63,6 +63,14 @@ class Stack:
         """What every token of a layer reads: attention, and the router of an MoE layer."""
         return self.attn_params + self.hidden * self.experts
 
+    def shard(self, tp: int) -> Stack:
+        """One rank's part under tensor parallelism of degree tp: query heads and the MLP
+        split tp ways, KV heads too, or replicated once tp exceeds them (Megatron layout)."""
+        if tp == 1:
+            return self
+        return Stack(self.layers, self.hidden, self.heads // tp, max(self.kv_heads // tp, 1),
+                     self.head_dim, self.intermediate // tp, self.dtype_bytes)
+
     @property
     def params_per_layer(self) -> int:
         """All of a layer's weights: attention, router and every expert, or the dense MLP."""
@@ -126,8 +134,9 @@ def embedding_params(m: ModelParams) -> int:
     return m.vocab_size * m.hidden_size * (1 if m.tie_embeddings else 2)
 
 
-def target_weight_bytes(m: ModelParams) -> int:
-    return (Stack.of(m).params + embedding_params(m)) * m.dtype_bytes
+def target_weight_bytes(m: ModelParams, tp: int = 1) -> int:
+    """Target weights on one of tp ranks (the embedding and LM head split by vocabulary)."""
+    return (Stack.of(m).shard(tp).params + embedding_params(m) // tp) * m.dtype_bytes
 
 
 def draft_stack(cfg: SimConfig) -> Stack | None:
@@ -145,8 +154,10 @@ def fusion_params(cfg: SimConfig) -> int:
 
 @dataclass(frozen=True)
 class KVBudget:
-    """How one replica's memory is split, and how many KV slots that leaves."""
+    """How one replica's memory is split, and how many KV slots that leaves; bytes are per
+    GPU (one of `tp_size` ranks), slots per replica."""
 
+    tp_size: int
     usable_bytes: float
     target_weight_bytes: int
     draft_weight_bytes: int
@@ -156,6 +167,7 @@ class KVBudget:
 
     def as_dict(self) -> dict:
         return {
+            "tp_size": self.tp_size,
             "usable_gb": self.usable_bytes / 1e9,
             "target_weights_gb": self.target_weight_bytes / 1e9,
             "draft_weights_gb": self.draft_weight_bytes / 1e9,
@@ -166,13 +178,16 @@ class KVBudget:
 
 
 def kv_budget(cfg: SimConfig) -> KVBudget:
-    """KV slots of one replica: (memory * mem_fraction_static - weights) / bytes per token."""
-    m = cfg.model
+    """KV slots of one replica: (memory * mem_fraction_static - weights) / bytes per token,
+    all per GPU under tensor parallelism (`engine.tp_size`; the drafter's fusion projection
+    is replicated on every rank)."""
+    m, tp = cfg.model, cfg.engine.tp_size
     usable = cfg.hardware.memory_gb * 1e9 * cfg.engine.mem_fraction_static
-    target_w = target_weight_bytes(m)
+    target_w = target_weight_bytes(m, tp)
     draft = draft_stack(cfg)
+    draft = draft.shard(tp) if draft else None
     draft_w = (draft.params + fusion_params(cfg)) * m.dtype_bytes if draft else 0
-    target_kv = Stack.of(m).kv_bytes_per_token
+    target_kv = Stack.of(m).shard(tp).kv_bytes_per_token
     draft_kv = draft.kv_bytes_per_token if draft else 0
     capacity = int((usable - target_w - draft_w) // (target_kv + draft_kv))
     if capacity <= 0:
@@ -181,4 +196,4 @@ def kv_budget(cfg: SimConfig) -> KVBudget:
             f"weights vs {usable / 1e9:.1f} GB = hardware.memory_gb * "
             "engine.mem_fraction_static"
         )
-    return KVBudget(usable, target_w, draft_w, target_kv, draft_kv, capacity)
+    return KVBudget(tp, usable, target_w, draft_w, target_kv, draft_kv, capacity)

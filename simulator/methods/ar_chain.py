@@ -33,13 +33,13 @@ class ArChain(Drafted):
 
     def decode_gpu_s(self, cost: CostModel, q: np.ndarray,
                      kv: np.ndarray) -> np.ndarray | float:
-        steps = self.block_size - 1
-        if steps == 0:
+        if self.block_size == 1:
             return super().decode_gpu_s(cost, q, kv)
+        steps = int(q.max()) - 1  # B - 1, or a verify schedule's K
         n = len(q)
         one = np.ones(n)
-        # B-1 sequential steps of one token; their context grows by one token per step, priced
-        # at the mean context (exact where the cost is linear in kv_len).
+        # `steps` sequential steps of one token; their context grows by one token per step,
+        # priced at the mean context (exact where the cost is linear in kv_len).
         draft = steps * (cost.draft_forward_s(one, kv + (steps - 1) / 2.0) + cost.lm_head_s(n))
         extend = cost.draft_forward_s(q, kv)
         return draft + extend + cost.target_forward_s(q, kv) + cost.lm_head_s(q.sum())

@@ -9,6 +9,7 @@ A method class declares its own facts and the rest of the simulator asks it, nev
   which `spec.acceptance = preset` solves a curve from (simulator/acceptance.py);
 - `calibration` / `check_calibration`: the reference engine's timing-table rows its rounds
   are priced from, None when no table covers it (simulator/calibrated.py);
+- `takes_verify_schedule`: whether `spec.verify_schedule` (drafts by batch size) applies;
 - `from_config(cfg)`: the instance that prices and commits its rounds.
 
 An instance answers, for a decode batch, the verify length of each request (`verify_lens`:
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
 
+from common.batch_schedule import Schedule, drafts_for, parse_schedule
 from simulator import presets
 from simulator.errors import ConfigError
 
@@ -56,6 +58,7 @@ class SpecMethod:
     name: ClassVar[str] = ""
     preset: ClassVar[str | None] = None  # simulator/presets.py TAU key; None: no published tau
     calibration: ClassVar[str | None] = None  # calibration table rows; None: not measured
+    takes_verify_schedule: ClassVar[bool] = False  # spec.verify_schedule sets its K per batch
 
     def __init__(self, block_size: int = 1):
         self.block_size = block_size
@@ -150,7 +153,29 @@ class NoSpec(SpecMethod):
 
 
 class Drafted(SpecMethod):
-    """A method with a drafter model of `spec.draft_layers` layers of the target's shape."""
+    """A method with a drafter model of `spec.draft_layers` layers of the target's shape.
+
+    With `spec.verify_schedule` (common/batch_schedule.py) a decode batch of n requests
+    drafts K(n) tokens per request and verifies min(K(n) + 1, B) (vLLM's dynamic
+    speculation); the method's `decode_gpu_s` prices the round from those lengths.
+    """
+
+    takes_verify_schedule = True
+
+    def __init__(self, block_size: int = 1, verify_schedule: Schedule | None = None):
+        super().__init__(block_size)
+        self.verify_schedule = verify_schedule
+
+    @classmethod
+    def from_config(cls, cfg: SimConfig) -> SpecMethod:
+        rows = cfg.spec.verify_schedule
+        return cls(cfg.spec.block_size, parse_schedule(rows) if rows is not None else None)
+
+    def verify_lens(self, n: int) -> np.ndarray:
+        if self.verify_schedule is None or self.block_size == 1:
+            return super().verify_lens(n)
+        k = drafts_for(self.verify_schedule, n)
+        return np.full(n, min(k + 1, self.block_size), dtype=np.int64)
 
     @classmethod
     def validate(cls, spec: SpecParams) -> None:

@@ -3,7 +3,9 @@
 A round runs one draft forward over the whole block [anchor, MASK * (B-1)] (non-causal
 inside the block), the target LM head on its B-1 outputs, a target verify of B tokens per
 request, and the materialization of the verified rows into the draft KV pool. With B = 1
-nothing is drafted and the round costs exactly a plain-decoding round. The drafter is
+nothing is drafted and the round costs exactly a plain-decoding round. A verify schedule
+(`spec.verify_schedule`) shortens the block to K + 1 for the round's batch size; at K = 0 the
+round is a plain decode plus the materialization of its token. The drafter is
 `spec.draft_layers` target-shaped layers fed by `spec.target_features` captured target
 layers through `fc` (K*H -> H). Its acceptance preset is the DFlash paper's tau
 (simulator/presets.py); the reference engine's calibration tables measure it.
@@ -52,8 +54,10 @@ class DFlash(Drafted):
         if self.block_size == 1:
             return super().decode_gpu_s(cost, q, kv)
         rows = float(q.sum())
-        heads = cost.lm_head_s(rows - len(q)) + cost.lm_head_s(rows) + cost.kv_materialize_s(rows)
-        return cost.draft_forward_s(q, kv, causal=False) + cost.target_forward_s(q, kv) + heads
+        verify = cost.target_forward_s(q, kv) + cost.lm_head_s(rows) + cost.kv_materialize_s(rows)
+        if rows == len(q):  # K = 0 (spec.verify_schedule): no draft, the draft KV kept current
+            return verify
+        return cost.draft_forward_s(q, kv, causal=False) + cost.lm_head_s(rows - len(q)) + verify
 
     def prefill_gpu_s(self, cost: CostModel, q: np.ndarray, kv: np.ndarray) -> float:
         base = super().prefill_gpu_s(cost, q, kv)

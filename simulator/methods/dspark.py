@@ -54,6 +54,7 @@ class DSpark(Drafted):
 
     name = "dspark"
     preset = "dspark"
+    takes_verify_schedule = False  # its verify lengths come from `spec.verify_policy`
 
     @classmethod
     def validate(cls, spec: SpecParams) -> None:

@@ -1,0 +1,92 @@
+"""Tensor parallelism: per-rank shapes and memory, the analytic all-reduce in a forward's
+time (written out here from Qwen3-32B's config numbers), and its config rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.costs import RooflineCostModel
+from simulator.params import ConfigError, SimConfig
+from simulator.shapes import Stack, kv_budget
+
+QWEN3_32B = {
+    "name": "qwen3-32b",
+    "hidden_size": 5120,
+    "num_layers": 64,
+    "num_heads": 64,
+    "num_kv_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 25600,
+    "vocab_size": 151936,
+    "tie_embeddings": False,
+    "dtype_bytes": 2,
+}
+H, L, V = 5120, 64, 151936
+
+
+def _cfg(tp: int, **spec) -> SimConfig:
+    return SimConfig.coerce(
+        {
+            "model": QWEN3_32B,
+            "engine": {"tp_size": tp},
+            "spec": {"method": "none", "block_size": 1, "draft_layers": 0, **spec},
+        }
+    )
+
+
+def test_shard_splits_heads_mlp_and_kv_heads():
+    st = Stack.of(_cfg(1).model)
+    # per layer: q, o (64 heads) + k, v (8 heads) of 128, and gate/up/down of 25600
+    assert st.params_per_layer == H * 128 * (2 * 64 + 2 * 8) + 3 * H * 25600
+    half = st.shard(2)
+    assert half.params_per_layer == H * 128 * (2 * 32 + 2 * 4) + 3 * H * 12800
+    assert half.kv_bytes_per_token == 2 * L * 4 * 128 * 2
+    assert st.shard(16).kv_bytes_per_token == 2 * L * 1 * 128 * 2  # 8 KV heads replicated
+
+
+def test_kv_budget_per_gpu_under_tp():
+    b1, b2 = kv_budget(_cfg(1)), kv_budget(_cfg(2))
+    layer = H * 128 * (2 * 64 + 2 * 8) + 3 * H * 25600
+    assert b1.target_weight_bytes == (L * layer + 2 * V * H) * 2
+    assert b2.target_weight_bytes == (L * layer // 2 + V * H) * 2
+    usable = 141e9 * 0.85
+    assert b2.capacity_tokens == int((usable - b2.target_weight_bytes) // (2 * L * 4 * 128 * 2))
+    assert b2.capacity_tokens > 2 * b1.capacity_tokens  # half the KV, and weights freed
+
+
+def test_batch1_decode_time_is_half_the_stream_plus_two_allreduces_per_layer():
+    """One token at a short context: the forward reads one rank's weights (bandwidth-bound),
+    then 64 layers x 2 all-reduces of H bf16 values, ring 2 (tp-1)/tp over 0.45 TB/s."""
+    kv = 10
+    t1 = float(RooflineCostModel(_cfg(1)).target_forward_s(np.array([1]), np.array([kv])))
+    cost2 = RooflineCostModel(_cfg(2))
+    t2 = float(cost2.target_forward_s(np.array([1]), np.array([kv])))
+    layer = H * 128 * (2 * 64 + 2 * 8) + 3 * H * 25600
+    act = L * (6 * H + 3 * 12800) * 2  # per token: hidden-sized and MLP-shard activations
+    attn = (kv + 1) * 2 * L * 4 * 128 * 2  # KV read + written, one rank's 4 KV heads
+    allreduce = 2 * L * (10e-6 + 2 * (2 - 1) / 2 * H * 2 / 0.45e12)
+    expect = (L * layer // 2 * 2 + act) / 4.30e12 + attn / 4.30e12 + 30e-6 + allreduce
+    assert t2 == pytest.approx(expect, rel=1e-9)
+    assert t2 < t1
+    assert "analytic" in cost2.label
+
+
+def test_lm_head_split_by_vocabulary_plus_one_gather():
+    c1, c2 = RooflineCostModel(_cfg(1)), RooflineCostModel(_cfg(2))
+    assert c2.lm_head_s(1) == pytest.approx(
+        (V * H // 2 * 2 + V // 2 * 8) / 4.30e12 + 10e-6, rel=1e-12
+    )
+    assert c1.lm_head_s(1) == pytest.approx((V * H * 2 + V * 8) / 4.30e12, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        ({"engine": {"tp_size": 3}}, "must divide model.num_heads"),
+        ({"engine": {"tp_size": 2, "cost_model": "calibrated"}}, "roofline"),
+    ],
+)
+def test_tp_config_errors(override, match):
+    with pytest.raises(ConfigError, match=match):
+        SimConfig.coerce(override)
