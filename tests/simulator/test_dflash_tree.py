@@ -78,10 +78,11 @@ def test_chain_case_is_the_dflash_method_exactly():
     chain, dflash = DFlashTree(16, (16,), top_k=1), DFlash(16)
     for n in (1, 7, 64):
         q, kv = np.full(n, 16), np.arange(n) * 37 + 200
-        assert chain.decode_gpu_s(cost, q, kv) == dflash.decode_gpu_s(cost, q, kv)
+        assert chain.decode_gpu_s(cost, q, kv) == pytest.approx(
+            dflash.decode_gpu_s(cost, q, kv), rel=1e-12)
         kv2 = kv[None, :] + 16 * np.arange(5)[:, None]  # a stretch of 5 rounds
-        np.testing.assert_array_equal(
-            chain.decode_gpu_s(cost, q, kv2), dflash.decode_gpu_s(cost, q, kv2)
+        np.testing.assert_allclose(  # equal up to summation order
+            chain.decode_gpu_s(cost, q, kv2), dflash.decode_gpu_s(cost, q, kv2), rtol=1e-12
         )
     for mode in ("sync", "overlap"):
         runs = [

@@ -1,7 +1,0 @@
-"""The bottom layer: pure stdlib + numpy rules that several packages share.
-
-One home for each: the tolerance table and the 2x rule (`numerics`), round-up and batch/token
-buckets (`buckets`), survival-curve identities (`survival`), DSpark's verify-length scheduler
-(`dspark_schedule`) and the provenance stamp of result files (`stamps`). Every package may
-import it; it imports none of them, nor torch, triton, simpy or hydra.
-"""

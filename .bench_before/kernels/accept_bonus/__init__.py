@@ -1,1 +1,0 @@
-"""`accept_bonus`: Triton kernel (kernel.py), PyTorch oracle (ref.py), benchmark (bench.py)."""

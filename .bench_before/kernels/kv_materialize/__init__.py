@@ -1,1 +1,0 @@
-"""`kv_materialize`: Triton kernel (kernel.py), PyTorch oracle (ref.py), benchmark (bench.py)."""

@@ -1,1 +1,0 @@
-"""`paged_attention`: Triton kernel (kernel.py), PyTorch oracle (ref.py), benchmark (bench.py)."""

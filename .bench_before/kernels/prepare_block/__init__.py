@@ -1,1 +1,0 @@
-"""`prepare_block`: Triton kernel (kernel.py), PyTorch oracle (ref.py), benchmark (bench.py)."""
