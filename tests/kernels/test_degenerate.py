@@ -34,8 +34,9 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 EPS = 1e-6
 
 
-def _norm_rope_fp64(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor,
-                    sin: torch.Tensor) -> torch.Tensor:
+def _norm_rope_fp64(
+    x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> torch.Tensor:
     """x (T, heads, D) -> rope(x / rms(x) * weight) in fp64, pair by pair; cos, sin (T, R/2)."""
     x, weight = x.double(), weight.double()
     normed = x / torch.sqrt((x * x).mean(-1, keepdim=True) + EPS) * weight
@@ -59,9 +60,16 @@ def _kv_args(ctx: torch.Tensor, dtype: torch.dtype, seed: int = 0):
     positions = torch.arange(t) % 8
     cache_loc = torch.arange(1, t + 1)
     pool = torch.full((1, t + 2, 2, 16), 7.0)
-    return [ctx.to(DEVICE, dtype), w_kv.to(DEVICE, dtype), k_norm.to(DEVICE),
-            cos_sin.to(DEVICE), positions.to(DEVICE), cache_loc.to(DEVICE),
-            pool.to(DEVICE, dtype), pool.clone().to(DEVICE, dtype)]
+    return [
+        ctx.to(DEVICE, dtype),
+        w_kv.to(DEVICE, dtype),
+        k_norm.to(DEVICE),
+        cos_sin.to(DEVICE),
+        positions.to(DEVICE),
+        cache_loc.to(DEVICE),
+        pool.to(DEVICE, dtype),
+        pool.clone().to(DEVICE, dtype),
+    ]
 
 
 def _kv_expected(args) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,18 +120,24 @@ def _qk_args(qkv: torch.Tensor, dtype: torch.dtype, seed: int = 0):
     """nh = 2, nkv = 1, D = 16: qkv (T, 64); slots 1..T of a pool of T + 2 poisoned with 7."""
     g = torch.Generator().manual_seed(seed)
     t = qkv.shape[0]
-    q_norm, k_norm = 1 + 0.2 * torch.randn(16, generator=g), 1 + 0.2 * torch.randn(16,
-                                                                                   generator=g)
+    q_norm, k_norm = 1 + 0.2 * torch.randn(16, generator=g), 1 + 0.2 * torch.randn(16, generator=g)
     angle = torch.rand(t, 8, generator=g) * 6.3
     cos_sin = torch.cat([angle.cos(), angle.sin()], dim=1)
     pool = torch.full((t + 2, 1, 16), 7.0)
-    return [qkv.to(DEVICE, dtype), q_norm.to(DEVICE, dtype), k_norm.to(DEVICE, dtype),
-            cos_sin.to(DEVICE), torch.arange(1, t + 1).to(DEVICE), pool.to(DEVICE, dtype),
-            pool.clone().to(DEVICE, dtype)]
+    return [
+        qkv.to(DEVICE, dtype),
+        q_norm.to(DEVICE, dtype),
+        k_norm.to(DEVICE, dtype),
+        cos_sin.to(DEVICE),
+        torch.arange(1, t + 1).to(DEVICE),
+        pool.to(DEVICE, dtype),
+        pool.clone().to(DEVICE, dtype),
+    ]
 
 
-@pytest.mark.parametrize("fn", [qk_norm_rope_write, qk_norm_rope_write_ref],
-                         ids=["kernel", "oracle"])
+@pytest.mark.parametrize(
+    "fn", [qk_norm_rope_write, qk_norm_rope_write_ref], ids=["kernel", "oracle"]
+)
 @pytest.mark.parametrize("dtype,scale", [(torch.float32, 1e15), (torch.float16, 300.0)])
 def test_qk_norm_rope_write_zero_and_huge_heads(fn, dtype, scale):
     """Token 0 all zero (q = k = 0 exactly, v = 0); token 1 scaled so far that its squares
@@ -163,17 +177,19 @@ def test_gemv_zero_rows_single_element_and_huge_values():
     xs, ws = x.to(DEVICE), w.to(DEVICE)
     y = gemv(xs, ws)
     assert torch.equal(xs.cpu(), x) and torch.equal(ws.cpu(), w)
-    assert y.untyped_storage().data_ptr() not in (xs.untyped_storage().data_ptr(),
-                                                  ws.untyped_storage().data_ptr())
+    assert y.untyped_storage().data_ptr() not in (
+        xs.untyped_storage().data_ptr(),
+        ws.untyped_storage().data_ptr(),
+    )
     assert torch.equal(y[1].cpu(), torch.zeros(24))
-    torch.testing.assert_close(y.cpu().double(), x.double() @ w.double().t(), rtol=1e-5,
-                               atol=1e-4)
+    torch.testing.assert_close(y.cpu().double(), x.double() @ w.double().t(), rtol=1e-5, atol=1e-4)
     one = gemv(torch.tensor([[3.0]], device=DEVICE), torch.tensor([[-2.5]], device=DEVICE))
     assert one.item() == -7.5
     big = gemv((x * 1e18).to(DEVICE), ws)
     assert torch.isfinite(big).all()
-    torch.testing.assert_close(big.cpu().double(), (x.double() * 1e18) @ w.double().t(),
-                               rtol=1e-5, atol=1e14)
+    torch.testing.assert_close(
+        big.cpu().double(), (x.double() * 1e18) @ w.double().t(), rtol=1e-5, atol=1e14
+    )
 
 
 @pytest.mark.parametrize("fn", [accept_bonus, accept_bonus_ref], ids=["kernel", "oracle"])
@@ -203,8 +219,12 @@ def test_prepare_block_single_position_at_the_table_edge(fn):
     """B = 1 at prefix W - 1 reads the last column; at prefix W it is past the table: slot 0.
     Inputs unchanged, outputs fresh."""
     table = torch.tensor([[0, 0, 0], [4, 5, 6]], dtype=torch.int32, device=DEVICE)
-    args = (torch.tensor([8, 9], device=DEVICE), torch.tensor([2, 3], device=DEVICE),
-            torch.tensor([1, 1], device=DEVICE), table)
+    args = (
+        torch.tensor([8, 9], device=DEVICE),
+        torch.tensor([2, 3], device=DEVICE),
+        torch.tensor([1, 1], device=DEVICE),
+        table,
+    )
     before = [a.clone() for a in args]
     ids, pos, loc = fn(*args, block_size=1, mask_token_id=99)
     assert ids.tolist() == [[8], [9]] and pos.tolist() == [[2], [3]]
@@ -228,8 +248,10 @@ def test_paged_attention_one_key_zero_queries_and_huge_scores(fn):
     q[1] = 0
     q[2] = k_pool[table[2, 3].long(), 0] * 1e4 / k_pool[table[2, 3].long(), 0].norm() ** 2
     kv_lens = torch.tensor([1, 5, 5])
-    args = [t.to(DEVICE) for t in (q, k_pool, v_pool, table, torch.arange(3),
-                                    (kv_lens - 1)[:, None], kv_lens)]
+    args = [
+        t.to(DEVICE)
+        for t in (q, k_pool, v_pool, table, torch.arange(3), (kv_lens - 1)[:, None], kv_lens)
+    ]
     before = [a.clone() for a in args]
     out = fn(*args, causal=True).cpu()
     for a, b in zip(args, before):

@@ -267,7 +267,11 @@ MUTATIONS = [
         file="simulator/metrics.py",
         original='"tau": float((hist * np.arange(len(hist))).sum() / max(req_rounds, 1)),',
         replacement='"tau": float((hist * np.arange(len(hist))).sum() / max(hist.sum() + 1, 1)),',
-        tests=["tests/simulator/test_acceptance.py", "tests/simulator/test_selfspec.py"],
+        tests=[
+            "tests/simulator/test_acceptance.py",
+            "tests/simulator/test_selfspec.py",
+            "tests/simulator/test_reservation.py",
+        ],
         why="pooled tau divides by one round too many",
     ),
     # common: DSpark schedule
@@ -531,12 +535,12 @@ MUTATIONS = [
         why="the fused merge leaves its counter dirty for the next launch",
     ),
     dict(
-        name="gemv-even-k-always",
-        file="kernels/gemv/launch.py",
-        original="EVEN_K=k % config.block_k == 0, EVEN_N=n % config.block_n == 0,",
-        replacement="EVEN_K=k % config.block_k == 0, EVEN_N=True,",
-        tests=["tests/kernels/test_gemv.py"],
-        why="W loads unmasked past N when N is not a multiple of BLOCK_N",
+        name="gemv-k-mask-one-past",
+        file="kernels/gemv/shared.py",
+        original="k_ok = k < k_hi",
+        replacement="k_ok = k < k_hi + 1",
+        tests=["tests/kernels/test_gemv.py", "tests/kernels/test_gemv_split_k.py"],
+        why="a K chunk's mask lets one column past its end (K's edge, or the next split's)",
     ),
     # GPU only (run with --gpu)
     dict(

@@ -91,24 +91,31 @@ def load(raw: list[dict] | None = None) -> list[Mutation]:
 
 def copy_tree(dest: Path, rev: str | None = None) -> None:
     """The tree under test in `dest`: `git archive rev`, or the working tree's tracked and
-    unignored files."""
+    unignored files (every file but caches where there is no git checkout)."""
     if rev is not None:
         archive = subprocess.run(
             ["git", "archive", rev], cwd=ROOT, check=True, capture_output=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
         return
-    files = (
-        subprocess.run(
+    try:
+        files = subprocess.run(
             ["git", "ls-files", "-co", "--exclude-standard", "-z"],
             cwd=ROOT,
             check=True,
             capture_output=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        shutil.copytree(
+            ROOT,
+            dest,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(
+                ".git", "__pycache__", ".hypothesis", ".pytest_cache", "outputs", "artifacts"
+            ),
         )
-        .stdout.decode()
-        .split("\0")
-    )
-    for rel in filter(None, files):
+        return
+    for rel in filter(None, files.decode().split("\0")):
         src = ROOT / rel
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,9 @@ import math
 from collections.abc import Sequence
 
 
-def expected_probs(logits: Sequence[float], temperature: float = 1.0, top_k: int = 0,
-                   top_p: float = 1.0) -> list[float]:
+def expected_probs(
+    logits: Sequence[float], temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> list[float]:
     """p over the vocabulary of one row of logits (V,).
 
     top_k: keep the tokens whose scaled logit is at least the k-th largest (0: all);

@@ -41,16 +41,21 @@ def test_rules_by_hand():
     assert _probs(Sampling(0.5, top_k=1)) == pytest.approx([1.0, 0.0, 0.0, 0.0])
     # top-k 3 at temperature 0.5, then top-p 0.95: e^4, e^2, 1 -> the first two carry 0.985
     three = [E**4, E**2, 1.0]
-    assert _probs(Sampling(0.5, top_k=3)) == pytest.approx([t / sum(three) for t in three]
-                                                           + [0.0])
+    assert _probs(Sampling(0.5, top_k=3)) == pytest.approx([t / sum(three) for t in three] + [0.0])
     assert _probs(Sampling(0.5, 3, 0.95)) == pytest.approx(
-        [E**4 / (E**4 + E**2), E**2 / (E**4 + E**2), 0.0, 0.0])
+        [E**4 / (E**4 + E**2), E**2 / (E**4 + E**2), 0.0, 0.0]
+    )
     for s in (Sampling(1.0), Sampling(1.0, top_k=2), Sampling(2.0), Sampling(0.5, 3, 0.95)):
         assert expected_probs(LOGITS, *s) == pytest.approx(_probs(s))  # the oracle agrees
 
 
-@given(vocab=st.integers(2, 12), temperature=st.floats(0.3, 2.0), top_k=st.integers(0, 12),
-       top_p=st.one_of(st.just(1.0), st.floats(0.05, 0.99)), seed=st.integers(0, 2**16))
+@given(
+    vocab=st.integers(2, 12),
+    temperature=st.floats(0.3, 2.0),
+    top_k=st.integers(0, 12),
+    top_p=st.one_of(st.just(1.0), st.floats(0.05, 0.99)),
+    seed=st.integers(0, 2**16),
+)
 def test_target_probs_matches_the_plain_rule(vocab, temperature, top_k, top_p, seed):
     note(f"{vocab=} {temperature=} {top_k=} {top_p=} {seed=}")
     g = torch.Generator().manual_seed(seed)
@@ -60,8 +65,7 @@ def test_target_probs_matches_the_plain_rule(vocab, temperature, top_k, top_p, s
         assert p == pytest.approx(expected_probs(row, temperature, top_k, top_p), abs=1e-6)
 
 
-SETTINGS = [Sampling(1.0), Sampling(0.7, top_k=3), Sampling(1.3, top_p=0.6),
-            Sampling(0.8, 5, 0.9)]
+SETTINGS = [Sampling(1.0), Sampling(0.7, top_k=3), Sampling(1.3, top_p=0.6), Sampling(0.8, 5, 0.9)]
 
 
 @pytest.mark.parametrize("seed", seeds())
@@ -91,7 +95,7 @@ def _hf_greedy(hf_model, prompt: list[int], n: int) -> list[int]:
         for _ in range(n):
             nxt = hf_model(ids).logits[0, -1].argmax()
             ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
-    return ids[0, len(prompt):].tolist()
+    return ids[0, len(prompt) :].tolist()
 
 
 PROMPTS = [[3, 1, 4, 1, 5], [9, 2, 6], [5, 3, 5, 8, 9, 7, 9]]
@@ -126,8 +130,14 @@ def test_several_stop_ids_cut_inside_an_accepted_block(target, hf_streams, kind,
         want.append(stream[:cut])
     assert len(want[0]) <= 7  # the second id stops request 0, at the latest at token 7
     proposer = OracleProposer(hf_streams, 5) if kind == "oracle" else None
-    out = generate(target, PROMPTS, proposer=proposer, max_new_tokens=24,
-                   stop_token_ids=stop, lookahead=lookahead)
+    out = generate(
+        target,
+        PROMPTS,
+        proposer=proposer,
+        max_new_tokens=24,
+        stop_token_ids=stop,
+        lookahead=lookahead,
+    )
     assert out.tokens == want
     if kind == "oracle" and len(want[0]) == 7:
         assert sum(out.accept_lengths[0]) == 10  # two blocks of 5 committed, 4 dropped

@@ -44,8 +44,7 @@ def test_admission_claims_the_two_block_lookahead(target, dflash):
     cfg = target.config
     shape = KVShape(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim)
     prompts = [[1] * 20, [2] * 20]
-    alone = [generate(target, [p], proposer=dflash, max_new_tokens=4).tokens[0]
-             for p in prompts]
+    alone = [generate(target, [p], proposer=dflash, max_new_tokens=4).tokens[0] for p in prompts]
     pool = CheckingKVPool(50, 8, 64, shape, dflash.draft_kv, target.dtype, "cpu")
     target.runtime = Runtime(pool, GraphCache("cpu"))
     try:
@@ -66,8 +65,9 @@ def test_the_table_holds_the_lookahead_of_the_last_round(target, dflash, lookahe
     try:
         plain = generate(target, [[3] * 50], max_new_tokens=10)
         target.runtime = None
-        spec = generate(target, [[3] * 50], proposer=dflash, max_new_tokens=10,
-                        lookahead=lookahead, check=True)
+        spec = generate(
+            target, [[3] * 50], proposer=dflash, max_new_tokens=10, lookahead=lookahead, check=True
+        )
         assert spec.tokens == plain.tokens and len(spec.tokens[0]) == 10
     finally:
         target.runtime = None

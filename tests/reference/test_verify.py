@@ -35,6 +35,18 @@ def test_greedy_accept_golden():
     assert res.commit_lens.tolist() == [1, 4] and res.new_seq_lens.tolist() == [6, 11]
 
 
+def test_greedy_accepts_at_most_the_verify_length():
+    """Every draft matches; verify lengths 0, 1, 3 accept 0, 1, 3 drafts, and the bonus is
+    the target's choice right after the last accepted one."""
+    cand = torch.tensor([[10, 11, 12, 13]]).expand(3, 4)
+    logits = torch.full((3, 4, 100), -1.0)
+    logits[:, torch.arange(4), torch.tensor([11, 12, 13, 99])] = 1.0
+    res = verify_greedy(cand, logits, torch.zeros(3, dtype=torch.int64), torch.tensor([0, 1, 3]))
+    assert res.accept_lens.tolist() == [0, 1, 3] and res.bonus.tolist() == [11, 12, 99]
+    assert [row[: n + 1] for row, n in zip(res.out_tokens.tolist(), [0, 1, 3])] == [
+        [11], [11, 12], [11, 12, 13, 99]]
+
+
 CHAIN_CHECKS = 2 * 25  # two tests per example, 25 examples in the ci profile
 
 

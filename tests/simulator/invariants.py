@@ -46,8 +46,9 @@ def check_stretch_writes(rep: Replica, it) -> None:
     """Before the stretch is applied: every row's writes fit its reservation after it."""
     st, c, rows = rep.slots, it.commits, it.rows
     L, n = c.c_raw.shape
-    before = st.seq[rows] + np.concatenate([np.zeros((1, n), dtype=np.int64),
-                                            np.cumsum(c.c_raw, axis=0)[:-1]])
+    before = st.seq[rows] + np.concatenate(
+        [np.zeros((1, n), dtype=np.int64), np.cumsum(c.c_raw, axis=0)[:-1]]
+    )
     q = np.broadcast_to(it.q, (L, n))
     reserved = np.maximum(c.res0, c.reserved_after)
     end = (before + q).max(axis=0)
@@ -55,7 +56,8 @@ def check_stretch_writes(rep: Replica, it) -> None:
     assert not bad.size, (
         f"a round writes KV up to position {end[bad[0]]} but slot {rows[bad[0]]} reserves "
         f"{reserved[bad[0]]} (committed {st.seq[rows[bad[0]]]}, verify length "
-        f"{q[:, bad[0]].max()}, reserve {rep.reserve_tokens})")
+        f"{q[:, bad[0]].max()}, reserve {rep.reserve_tokens})"
+    )
     t = _tally(rep)
     t.verified += int(q.sum())
     t.row_rounds += L * n

@@ -22,14 +22,23 @@ from tests.simulator.helpers import FixedRoundCost, simulate, small
 def _with_capacity(monkeypatch, tokens: int) -> None:
     """Every replica's KV pool holds exactly `tokens` slots."""
     real = simulator.cluster.kv_budget
-    monkeypatch.setattr(simulator.cluster, "kv_budget",
-                        lambda cfg: dataclasses.replace(real(cfg), capacity_tokens=tokens))
+    monkeypatch.setattr(
+        simulator.cluster,
+        "kv_budget",
+        lambda cfg: dataclasses.replace(real(cfg), capacity_tokens=tokens),
+    )
 
 
 def _fixed(method: str, **kw):
     """Prompts of 100, outputs of 50 tokens exactly."""
-    return small(method, workload__prompt_tokens_mean=100, workload__prompt_tokens_cv=0.0,
-                 workload__output_tokens_mean=50, workload__output_tokens_cv=0.0, **kw)
+    return small(
+        method,
+        workload__prompt_tokens_mean=100,
+        workload__prompt_tokens_cv=0.0,
+        workload__output_tokens_mean=50,
+        workload__output_tokens_cv=0.0,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("mode", ["sync", "overlap"])
@@ -37,8 +46,15 @@ def _fixed(method: str, **kw):
 def test_isd_reserves_its_written_slots(mode, stride):
     """ISD writes 2N-1 slots a round; R = 1 (sync) or 2 (overlap) times that is reserved:
     14 and 28 at N = 4. The checker asserts every round's writes fit."""
-    cfg = small("isd", engine__mode=mode, spec__block_size=stride, spec__draft_layers=0,
-                spec__acceptance="constant", spec__alpha=0.7, workload__num_requests=32)
+    cfg = small(
+        "isd",
+        engine__mode=mode,
+        spec__block_size=stride,
+        spec__draft_layers=0,
+        spec__acceptance="constant",
+        spec__alpha=0.7,
+        workload__num_requests=32,
+    )
     cluster, res = simulate(cfg)
     blocks = 1 if mode == "sync" else 2
     assert cluster.replicas[0].reserve_tokens == blocks * (2 * stride - 1)
@@ -51,8 +67,14 @@ def test_admission_counts_the_reservation(monkeypatch, mode, reserve):
     200 + reserve slots: admitting both would leave no room for either's reservation, so the
     second waits for the first to finish; nobody is retracted."""
     _with_capacity(monkeypatch, 200 + reserve)
-    cfg = _fixed("dflash", engine__mode=mode, engine__new_token_ratio=0.0,
-                 spec__block_size=8, workload__num_requests=2, workload__concurrency=2)
+    cfg = _fixed(
+        "dflash",
+        engine__mode=mode,
+        engine__new_token_ratio=0.0,
+        spec__block_size=8,
+        workload__num_requests=2,
+        workload__concurrency=2,
+    )
     cluster, res = simulate(cfg)
     assert cluster.replicas[0].reserve_tokens == reserve
     s = res.summary
@@ -76,14 +98,23 @@ def test_victims_fewest_generated_then_longest_prompt():
     assert st.victims(rows, 17, need, prompt).tolist() == []
 
 
+@pytest.mark.parametrize("chunk", [8192, 64])
 @pytest.mark.parametrize("mode", ["sync", "overlap"])
-def test_retraction_keeps_every_round_inside_the_pool(monkeypatch, mode):
+def test_retraction_keeps_every_round_inside_the_pool(monkeypatch, mode, chunk):
     """Eight requests of 100 + 50 tokens in a pool that holds about three at a time, with
-    optimistic admission: requests are retracted and recomputed; the checker asserts the
+    optimistic admission and prompts prefilled whole or in chunks of 64: requests are
+    retracted and recomputed; the checker asserts the
     reservations at every iteration, and every request still emits exactly its tokens."""
     _with_capacity(monkeypatch, 480)
-    cfg = _fixed("dflash", engine__mode=mode, engine__new_token_ratio=0.0, spec__block_size=8,
-                 workload__num_requests=8, workload__concurrency=8)
+    cfg = _fixed(
+        "dflash",
+        engine__mode=mode,
+        engine__new_token_ratio=0.0,
+        engine__chunked_prefill_size=chunk,
+        spec__block_size=8,
+        workload__num_requests=8,
+        workload__concurrency=8,
+    )
     _, res = simulate(cfg)
     s = res.summary
     assert s["requests"]["finished"] == 8 and s["preemptions"] > 0
@@ -103,13 +134,15 @@ def test_a_lone_request_by_hand(method, width):
         spec["spec__block_size"] = 6
     if method == "isd":
         spec.update(spec__block_size=4, spec__draft_layers=0)
-    cfg = _fixed(method, engine__mode="sync", workload__num_requests=1,
-                 workload__concurrency=1, **spec)
+    cfg = _fixed(
+        method, engine__mode="sync", workload__num_requests=1, workload__concurrency=1, **spec
+    )
     _, res = simulate(cfg, cost_model=FixedRoundCost(0.01))
     r, s = res.requests, res.summary
     assert r["ttft_s"][0] == pytest.approx(0.01)
     assert r["tpot_s"][0] == pytest.approx(0.01)
     assert r["decode_rounds"][0] == 49 and r["tau"][0] == pytest.approx(1.0)
+    assert s["speculation"]["tau"] == pytest.approx(1.0)
     assert s["speculation"]["verified_tokens"] == 49 * width
     assert s["speculation"]["rejected_per_committed"] == pytest.approx(width - 1)
 
@@ -118,9 +151,15 @@ def test_overlap_rides_one_wasted_round_per_request():
     """Overlap mode: the host sees a finish one round late, so each finished request costs
     one wasted row (alpha 1: every round commits B; 50 tokens at B = 8 finish in 7 rounds),
     and its per-request rounds count only the 7 live ones."""
-    cfg = _fixed("dflash", engine__mode="overlap", spec__acceptance="constant",
-                 spec__alpha=1.0, spec__block_size=8, workload__num_requests=1,
-                 workload__concurrency=1)
+    cfg = _fixed(
+        "dflash",
+        engine__mode="overlap",
+        spec__acceptance="constant",
+        spec__alpha=1.0,
+        spec__block_size=8,
+        workload__num_requests=1,
+        workload__concurrency=1,
+    )
     _, res = simulate(cfg, cost_model=FixedRoundCost(0.01))
     s = res.summary["speculation"]
     assert res.requests["decode_rounds"][0] == 7  # ceil(49 / 8)

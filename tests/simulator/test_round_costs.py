@@ -71,8 +71,7 @@ def test_dflash_round_and_prefill():
     chunk = np.array([5, 7])
     assert m.prefill_gpu_s(Ledger(), chunk, np.zeros(2)) == pytest.approx(12e4 + 200 + 12000)
     # B = 1 is plain decoding
-    assert DFlash(1).decode_gpu_s(Ledger(), np.ones(2, dtype=np.int64), KV) == pytest.approx(
-        202.3)
+    assert DFlash(1).decode_gpu_s(Ledger(), np.ones(2, dtype=np.int64), KV) == pytest.approx(202.3)
 
 
 def test_isd_round_verifies_2n_minus_1():
