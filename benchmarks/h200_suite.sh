@@ -43,6 +43,9 @@
 #                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
 #       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
 #                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
+#       tests    the GPU test suite (benchmarks/gpu_suite.sh: tests/kernels and tests/reference
+#                under HYPOTHESIS_PROFILE=gpu, timed), first on every machine that measures,
+#                its output committed beside the part's data (~3 min)
 # Run a part when its inputs change (results: benchmarks/README.md lists every run).
 # OUT: where results go; each part packs them as a few .tgz chunks of at most 15 MB.
 # `micro` runs every command at CPU-test scale, to check the runbook itself on a machine
@@ -59,7 +62,7 @@ if [ "$1" = post ]; then
   shift 2
   mkdir -p "$dest"
   for part in world engine drafters ablations depth base base-drafters base-eval train selfspec \
-      timing; do
+      timing tests; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -261,9 +264,12 @@ case $part in
     [ -f $A/dflash-b16/config.json ] && toy=(--toy $A)
     run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
     ;;
+  tests)
+    [ -z "$micro" ] && bash benchmarks/gpu_suite.sh suite "$R"
+    ;;
   *)
     echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters," \
-      "base-eval, train, selfspec, timing)" >&2
+      "base-eval, train, selfspec, timing, tests)" >&2
     exit 2
     ;;
 esac

@@ -107,7 +107,7 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
                             *(w for r in reps for w in r.itl_weights)])
     horizon = max([cluster.env.now, *(r.gpu_free for r in reps)])  # GPU may run past the end
     wall_span = max(horizon, 1e-12) * n_gpu
-    reserve = reps[0].reserve_tokens  # R * the KV positions a round writes
+    reserve = reps[0].reserve_tokens if reps else 0  # R * the KV positions a round writes
     per_req = float(np.mean(req.prompt_tokens + req.output_tokens)) + reserve if len(req) else 1
     summary = {
         "method": cfg.spec.method, "block_size": cfg.spec.block_size, "model": cfg.model.name,

@@ -9,7 +9,8 @@ and the stretch ends at the first round boundary after it.
 Sync mode (Spec V1): host plan -> GPU round -> copy -> host processing, in sequence.
 Overlap mode (Spec V2): iteration k plans and launches round k, then processes round k-1, so
 the host's committed lengths lag one round; KV is reserved to committed + R*B
-(`engine.kv_reserve_blocks` = R, 2 by default for overlap) and finished requests ride one
+(`engine.kv_reserve_blocks` = R, 2 by default for overlap; B is the method's `max_query`,
+the block size but for ISD's 2N-1) and finished requests ride one
 wasted round. Round results (tokens, first tokens, finishes) take effect when the host
 processes them; see `rounds.py` for how records are applied.
 """
@@ -83,7 +84,7 @@ class Replica(RoundsMixin):
         e = cfg.engine
         self.slots = SlotTable(e.max_running_requests, capacity_tokens)
         self.lag = 1 if e.mode == "overlap" else 0
-        self.reserve_tokens = e.kv_reserve_blocks * method.block_size
+        self.reserve_tokens = e.kv_reserve_blocks * method.max_query
         self.waiting: deque[int] = deque()
         self.resume: dict[int, tuple[int, float]] = {}
         self.pending: Record | None = None
@@ -205,6 +206,10 @@ class Replica(RoundsMixin):
         emitted_sum = int(st.emitted[st.active].sum())
         future = e.new_token_ratio * (max_new * st.n_active - emitted_sum)
         future += sum(int(st.need[i] - st.prefilled[i]) for i in st.prefilling)
+        # the reservation every admitted request takes at its next round (counted when it
+        # was admitted, not yet taken from the pool)
+        future += int(np.maximum(st.host_seq + self.reserve_tokens - st.reserved, 0)[
+            st.active].sum())
         headroom = st.kv_free - future
         while self.waiting and budget > 0 and st.free_slots:
             rid = self.waiting[0]

@@ -1,4 +1,5 @@
-"""Test configuration: hypothesis profiles, the `gpu` marker, Triton's CPU interpreter.
+"""Test configuration: hypothesis profiles, the `gpu` marker, Triton's CPU interpreter, and
+(on CUDA) how many variants of each Triton kernel the session compiled.
 
 `TRITON_INTERPRET=1` must be set before triton is first imported, so it is set here, at
 collection time, whenever no CUDA device is present: every kernel test then runs on the CPU.
@@ -34,8 +35,25 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+# gpu: kernels compiled for real, so drawn shapes come from a few buckets per dimension
+# (tests/strategies.py `sized`) and examples are fewer than the CPU interpreter's cost
+# would allow; derandomized so a run is repeatable on a fresh machine.
 settings.register_profile(
-    "gpu", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "gpu",
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+# slow: more examples, fresh randomness, and the statistical tests over several seeds
+# (tests/stats.py `seeds`).
+settings.register_profile(
+    "slow",
+    max_examples=100,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
@@ -53,3 +71,35 @@ def pytest_collection_modifyitems(config, items):
 def device() -> str:
     """'cuda' when present, else 'cpu' (kernels then run under TRITON_INTERPRET=1)."""
     return "cuda" if HAS_CUDA else "cpu"
+
+
+def _compiled_variants() -> dict[str, int]:
+    """Compiled variants of every Triton kernel of the `kernels` package loaded so far."""
+    import sys
+
+    from triton.runtime.jit import JITFunction
+
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("kernels.") or mod is None:
+            continue
+        for fn in vars(mod).values():
+            if isinstance(fn, JITFunction) and getattr(fn, "device_caches", None):
+                n = sum(len(cache[0]) for cache in fn.device_caches.values())
+                if n:
+                    out[f"{fn.fn.__module__}.{fn.fn.__name__}"] = n
+    return out
+
+
+def pytest_terminal_summary(terminalreporter):
+    """On CUDA: compiled variants per kernel, the measure of the gpu profile's buckets."""
+    if not HAS_CUDA:
+        return
+    try:
+        counts = _compiled_variants()
+    except ImportError:
+        return
+    terminalreporter.section("Triton kernels compiled")
+    for name, n in sorted(counts.items()):
+        terminalreporter.write_line(f"{n:5d}  {name}")
+    terminalreporter.write_line(f"{sum(counts.values()):5d}  in all")

@@ -5,10 +5,18 @@ torch.Generator (cheap to shrink: Hypothesis shrinks the seed and the shape, not
 and `note()`s the case so that a failure prints what to rerun. Move them to the device in
 the test. Sizes stay tiny so that the CPU interpreter (TRITON_INTERPRET=1) is fast; the
 kv case caps T*L*nkv*D.
+
+Under HYPOTHESIS_PROFILE=gpu every size comes from `sized`'s few buckets (the range's ends,
+1, primes, powers of two): a kernel's compiled variant depends on sizes through its
+constexprs (block widths, head dims, group sizes) and Triton's specialization of integer
+arguments, so bucketed draws keep the compilations per kernel to a bounded few while the
+examples still cross every branch (edges, ragged tails, the padding row).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -20,18 +28,28 @@ INT_DTYPES = st.sampled_from([torch.int32, torch.int64])
 FLOAT_DTYPES = st.sampled_from([torch.float32, torch.bfloat16, torch.float16])
 HEAD_DIMS = st.sampled_from([32, 64, 80, 128])
 KV_MAX_NUMEL = 16384  # T * L * nkv * D
+GPU = os.environ.get("HYPOTHESIS_PROFILE") == "gpu"
+BUCKETS = (1, 2, 3, 5, 8, 16, 17, 31, 48, 64, 70, 128, 256, 300)
+
+
+def sized(lo: int, hi: int, buckets: Sequence[int] = BUCKETS) -> st.SearchStrategy[int]:
+    """An int in [lo, hi]: any of them on the CPU; under the gpu profile only lo, hi and the
+    buckets inside the range (module docstring)."""
+    if not GPU:
+        return st.integers(lo, hi)
+    return st.sampled_from(sorted({v for v in (lo, hi, *buckets) if lo <= v <= hi}))
 
 
 def batch_sizes(max_bs: int = 12) -> st.SearchStrategy[int]:
     """bs with 0 and 1 drawn often, not only by shrinking."""
-    return st.one_of(st.sampled_from([0, 1]), st.integers(2, max_bs))
+    return st.one_of(st.sampled_from([0, 1]), sized(2, max_bs))
 
 
 @st.composite
 def prepare_block_cases(draw) -> dict:
     """Arguments of `prepare_block`, many blocks straddling the table width W."""
-    bs, block = draw(batch_sizes()), draw(st.integers(1, 32))
-    rows, width = draw(st.integers(1, 6)), draw(st.integers(1, 48))
+    bs, block = draw(batch_sizes()), draw(sized(1, 32))
+    rows, width = draw(sized(1, 6)), draw(sized(1, 48))
     seed, dtype = draw(SEEDS), draw(INT_DTYPES)
     note(f"prepare_block: {bs=} B={block} R={rows} W={width} {seed=} {dtype=}")
     g = torch.Generator().manual_seed(seed)
@@ -55,7 +73,7 @@ def accept_cases(draw) -> dict:
     Row b copies the target's argmax into the drafts up to a cut, puts a mismatch right after
     it, then random tokens from a vocabulary of `vocab` (small: later matches happen too).
     """
-    bs, block = draw(batch_sizes()), draw(st.integers(1, 32))
+    bs, block = draw(batch_sizes()), draw(sized(1, 32))
     vocab, seed, dtype = draw(st.integers(2, 6)), draw(SEEDS), draw(INT_DTYPES)
     note(f"accept_bonus: {bs=} B={block} {vocab=} {seed=} {dtype=}")
     g = torch.Generator().manual_seed(seed)
@@ -101,18 +119,18 @@ class KVCase:
 @st.composite
 def kv_cases(draw, dtypes: st.SearchStrategy = FLOAT_DTYPES) -> KVCase:
     """A KV-injection case: D in {32, 64, 80, 128}, partial rotary R, with or without commit."""
-    layers, nkv, head_dim = draw(st.integers(1, 3)), draw(st.integers(1, 8)), draw(HEAD_DIMS)
-    rotary = 2 * draw(st.integers(0, head_dim // 2))
-    hidden, dtype, seed = draw(st.integers(4, 48)), draw(dtypes), draw(SEEDS)
+    layers, nkv, head_dim = draw(sized(1, 3)), draw(sized(1, 8)), draw(HEAD_DIMS)
+    rotary = 2 * draw(sized(0, head_dim // 2))
+    hidden, dtype, seed = draw(sized(4, 48)), draw(dtypes), draw(SEEDS)
     max_tokens = max(1, KV_MAX_NUMEL // (layers * nkv * head_dim))
     commit = draw(st.booleans())
     if commit:
-        block = draw(st.integers(1, min(8, max_tokens)))
-        bs = draw(st.integers(0, max_tokens // block))
+        block = draw(sized(1, min(8, max_tokens)))
+        bs = draw(sized(0, max_tokens // block))
         tokens = bs * block
     else:
-        block, bs, tokens = None, None, draw(st.integers(0, max_tokens))
-    slots, max_pos = tokens + draw(st.integers(0, 6)), draw(st.integers(1, 64))
+        block, bs, tokens = None, None, draw(sized(0, max_tokens))
+    slots, max_pos = tokens + draw(st.integers(0, 6)), draw(sized(1, 64))
     note(f"kv_materialize: T={tokens} L={layers} {nkv=} D={head_dim} R={rotary} H={hidden} "
          f"S={slots} P={max_pos} B={block} {bs=} {dtype=} {seed=}")
     g = torch.Generator().manual_seed(seed)
@@ -157,14 +175,14 @@ class AttentionCase:
 def attention_cases(draw, max_numel: int = 6144) -> AttentionCase:
     """Ragged batches: each request's T new tokens end at its kv_len (decode, verify,
     prefill chunks), padding rows with kv_len 0, GQA groups 1..4, sliding windows."""
-    bs, t = draw(st.integers(0, 4)), draw(st.integers(1, 20))
-    nkv, group = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    bs, t = draw(sized(0, 4)), draw(sized(1, 20))
+    nkv, group = draw(sized(1, 3)), draw(sized(1, 4, (1, 4)))
     d = draw(st.sampled_from([16, 32, 80]))
     while bs * t * nkv * group * d > max_numel and t > 1:
         t //= 2
-    width, rows = draw(st.integers(t, 70)), draw(st.integers(max(bs, 1), 6))
+    width, rows = draw(sized(t, 70)), draw(sized(max(bs, 1), 6))
     causal = draw(st.booleans())
-    window = draw(st.one_of(st.none(), st.integers(1, 24)))
+    window = draw(st.one_of(st.none(), sized(1, 24)))
     seed = draw(SEEDS)
     note(f"paged_attention: {bs=} {t=} {nkv=} {group=} {d=} W={width} R={rows} "
          f"{causal=} {window=} {seed=}")

@@ -100,6 +100,12 @@ class SpecMethod:
         """The method of `cfg.spec`."""
         return cls(cfg.spec.block_size)
 
+    @property
+    def max_query(self) -> int:
+        """Most KV slots one round writes per request past its committed prefix (its query
+        tokens): the width the engine reserves `engine.kv_reserve_blocks` times ahead."""
+        return self.block_size
+
     def verify_lens(self, n: int) -> np.ndarray:
         """Tokens verified per request this round (anchor included), (n,) int64."""
         return np.full(n, self.block_size, dtype=np.int64)

@@ -7,8 +7,9 @@ round is one causal target forward of 2N-1 query tokens per request (verify_lens
 on all of them. A request is in state V (verify N-1 drafts: commit_len = 1 + accepted, 1..N,
 drawn from the acceptance model at block N) or C (cold, after a rejection: commit_len 1).
 The 2N-1 written KV slots are trimmed to the advance, so KV grows by commit_len per round as
-for the other methods; the transient 2N-1 fits the engine's 2 * B reservation. No published
-tau: conf/spec/isd.yaml uses a constant acceptance.
+for the other methods; the engine reserves R * (2N-1) slots ahead (`max_query`, as the
+reference's ISD mode), which covers the 2N-1 writes of a round launched up to N tokens past
+the host's view. No published tau: conf/spec/isd.yaml uses a constant acceptance.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class ISD(SpecMethod):
     def __init__(self, block_size: int = 4):
         super().__init__(block_size)
         self.cold = np.zeros(0, dtype=bool)  # per slot: the next round is a cold start
+
+    @property
+    def max_query(self) -> int:
+        return 2 * self.block_size - 1
 
     def verify_lens(self, n: int) -> np.ndarray:
         return np.full(n, 2 * self.block_size - 1, dtype=np.int64)

@@ -117,3 +117,19 @@ def test_global_walk_anticipates():
     assert walk(np.array([[0.5, 0.1]]), table, lossless=False).tolist() == [0]
     for c2 in (0.9, 0.1):
         assert walk(np.array([[0.5, c2]]), table, lossless=True).tolist() == [0]
+
+
+def test_rules_at_their_boundaries():
+    """static keeps c == threshold; lossless stops at a step that only ties Theta (R = 1,
+    c = 0.5 with SPS 3, 2: Theta_0 = 1 * 3 = Theta_1 = 1.5 * 2); production rescales the
+    budget of `lag` rounds earlier to the current batch: HAND_C's global walk admits 3
+    candidates of 2 requests, so 4 requests get 6."""
+    c = np.array([[0.5, 0.5, 0.4], [0.6, 0.49, 1.0]])
+    assert static_threshold(c, 0.5).tolist() == [2, 1]
+    tie = SPSTable([1, 2], [3.0, 2.0])
+    assert walk(np.array([[0.5]]), tie, lossless=True).tolist() == [0]
+    sched = Scheduler("production", HAND_SPS, lag=1)
+    assert sched(HAND_C).tolist() == [2, 2]  # warm-up
+    # a = .9 .81 | .8 .64 | .7 .49 | .6 .36: the top six are r0 x2, r1 x2, r2, r3
+    wider = np.repeat([[0.9], [0.8], [0.7], [0.6]], 2, axis=1)
+    assert sched(wider).tolist() == [2, 2, 1, 1]

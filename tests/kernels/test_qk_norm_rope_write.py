@@ -11,6 +11,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from kernels import qk_norm_rope_write, qk_norm_rope_write_ref
+from tests.strategies import sized
 from workbench.numerics import assert_close, assert_two_x
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -46,8 +47,8 @@ class QKCase:
 
 @st.composite
 def qk_cases(draw) -> QKCase:
-    tokens = draw(st.one_of(st.sampled_from([0, 1]), st.integers(2, 6)))
-    nkv, group = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    tokens = draw(st.one_of(st.sampled_from([0, 1]), sized(2, 6)))
+    nkv, group = draw(sized(1, 3)), draw(sized(1, 4, (1, 4)))
     d = draw(st.sampled_from([16, 32, 80, 128]))
     extra, seed = draw(st.integers(0, 5)), draw(st.integers(0, 2**31 - 1))
     dtype = draw(st.sampled_from([torch.float32, torch.bfloat16, torch.float16]))

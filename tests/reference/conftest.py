@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from reference.kv_pool import KVPool
 from reference.loaders import load_dflash, load_target
 
 
@@ -131,3 +132,67 @@ def small_vocab(tmp_path_factory):
     path = tmp_path_factory.mktemp("v8")
     write_target(path, seed=1, vocab_size=8, initializer_range=0.4)
     return load_target(path), Qwen3ForCausalLM.from_pretrained(path).eval()
+
+
+class CheckingKVPool(KVPool):
+    """A KVPool whose every unreserved table entry points at a trap slot.
+
+    The pools get one slot more than `num_slots` (the trap, never handed out), rows 1.. of
+    the table start filled with it and are refilled with it on release, so a K/V write at a
+    position outside its request's reservation lands on the trap instead of the padding slot
+    0. `check` adds to KVPool's slot accounting: the trap's K/V were never written (target
+    and draft pools), every live row's reserved positions hold exactly its own slots, and
+    every other entry is the trap (row 0, the padding row, stays zero).
+    """
+
+    def __init__(self, num_slots, max_requests, context_len, target, draft, dtype, device):
+        super().__init__(num_slots, max_requests, context_len, target, draft, dtype, device)
+        self.trap = num_slots
+        self.req_to_token[1:] = self.trap
+
+    def _pools(self, shape, dtype, device):
+        size = (shape.num_layers, self.num_slots + 1, shape.num_kv_heads, shape.head_dim)
+        return (torch.zeros(size, dtype=dtype, device=device),
+                torch.zeros(size, dtype=dtype, device=device))
+
+    def release(self, row: int) -> None:
+        n = self.reserved(row)
+        super().release(row)
+        assert not self.req_to_token[row, :n].any(), "release must clear the row's table"
+        self.req_to_token[row] = self.trap
+
+    def check(self) -> None:
+        super().check()
+        for name in ("k", "v", "draft_k", "draft_v"):
+            pool = getattr(self, name)
+            if pool is not None and pool[:, self.trap].any():
+                raise AssertionError(f"a {name} write landed outside its request's "
+                                     "reservation (the trap slot)")
+        table = self.req_to_token.cpu()
+        assert not table[0].any(), "the padding row must stay zero"
+        owned = set(self._row_slots)
+        for row in range(1, table.shape[0]):
+            slots = self._row_slots.get(row, [])
+            n = len(slots)
+            assert sorted(table[row, :n].tolist()) == sorted(slots), f"row {row} table"
+            assert (table[row, n:] == self.trap).all(), (
+                f"row {row} {'(live)' if row in owned else '(free)'} maps positions beyond "
+                f"its reservation of {n} to slots")
+
+
+@pytest.fixture(autouse=True)
+def checking_pool(monkeypatch):
+    """Every engine runtime built in these tests uses a CheckingKVPool, checked after every
+    serving run (and every step where the run's `check` flag is on)."""
+    import reference.engine
+    from reference.serve.loop import Server
+
+    monkeypatch.setattr(reference.engine, "KVPool", CheckingKVPool)
+    run = Server.run
+
+    def checked_run(self, workload):
+        result = run(self, workload)
+        self.pool.check()
+        return result
+
+    monkeypatch.setattr(Server, "run", checked_run)

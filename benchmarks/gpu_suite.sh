@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU test suite, run beside every GPU measurement: the kernel and reference tests under
+# the gpu hypothesis profile (real Triton compiles, bucketed shapes), timed, with the
+# compiled variants per kernel; or the GPU-only mutations of tests/mutation/catalog.py.
+#
+#   bash benchmarks/gpu_suite.sh suite OUT        (target: under 3 minutes on an H200)
+#   bash benchmarks/gpu_suite.sh mutations OUT    (4 mutations, each its GPU tests)
+#
+# suite: OUT gets pytest_gpu.txt (pytest's output: results, the 25 slowest tests, compiled
+# variants per Triton kernel) and gpu_suite.json (wall seconds, exit status, counts, stamp).
+# mutations: OUT gets mutation_gpu/ (results.json, results.md) and mutation_gpu.log.
+# On a copy of the tree without .git, set GIT_SHA for the stamp.
+set -u
+part=$1
+out=$2
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+case $part in
+  suite)
+    start=$(date +%s.%N)
+    HYPOTHESIS_PROFILE=gpu timeout 900 python -m pytest tests/kernels tests/reference -q \
+      -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
+    rc=$?
+    end=$(date +%s.%N)
+    python - "$out" "$rc" "$start" "$end" <<'PY'
+import json, re, sys
+from pathlib import Path
+
+import torch  # noqa: F401  (the stamp reads the GPU name from a loaded torch)
+
+from common.stamps import stamp
+
+out, rc = Path(sys.argv[1]), int(sys.argv[2])
+text = (out / "pytest_gpu.txt").read_text()
+last = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
+counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)",
+                                            last[-1])} if last else {}
+doc = stamp(command="HYPOTHESIS_PROFILE=gpu python -m pytest tests/kernels tests/reference",
+            wall_s=round(float(sys.argv[4]) - float(sys.argv[3]), 1), exit_status=rc,
+            counts=counts)
+(out / "gpu_suite.json").write_text(json.dumps(doc, indent=1) + "\n")
+print(json.dumps(doc))
+PY
+    tail -n 3 "$out/pytest_gpu.txt"
+    exit $rc
+    ;;
+  mutations)
+    timeout 580 python -m tests.mutation --gpu --timeout 240 --out "$out/mutation_gpu" \
+      >"$out/mutation_gpu.log" 2>&1
+    rc=$?
+    tail -n 8 "$out/mutation_gpu.log"
+    exit $rc
+    ;;
+  *)
+    echo "usage: bash benchmarks/gpu_suite.sh suite|mutations OUT" >&2
+    exit 2
+    ;;
+esac
