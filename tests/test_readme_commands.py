@@ -15,8 +15,9 @@ kept; argparse and Hydra let a later value win):
   is left to the suite itself.
 
 A command marked "# GPU" in a code block, or whose table row does not run on the CPU, is
-checked through its `--help`, and so is `simulator.bench` (a minute on the CPU, no smaller
-scale). In table rows, optional `[...]` parts are left out and the placeholder TARGET is
+checked through its `--help`, and so are `simulator.bench` and `experiments.published` (a
+minute and ten on the CPU, no smaller scale), the configuration search (a multirun of 40
+trials) and a command on a placeholder folder (`DIR`). In table rows, optional `[...]` parts are left out and the placeholder TARGET is
 `random:tiny`.
 """
 
@@ -119,7 +120,8 @@ def run(cmd: str, cpu: bool, tmp: Path) -> subprocess.CompletedProcess:
         env[key] = value
     assert words[0] == "python", cmd
     argv = [sys.executable, *words[1:]]
-    slow = "simulator.bench" in argv
+    slow = ("simulator.bench" in argv or "experiments.published" in argv or "DIR" in argv
+            or "experiment=config_search" in argv)
     argv = tiny(argv, tmp) if cpu and not slow else help_of(argv)
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
@@ -147,11 +149,11 @@ def test_table_command_runs(cmd, cpu, tmp_path):
 
 
 def test_the_extractors_find_the_readmes_commands():
-    """Counted by hand in README.md: 10 how-to lines (1 for the GPU), 14 table rows (7 that
+    """Counted by hand in README.md: 10 how-to lines (1 for the GPU), 19 table rows (11 that
     run on the CPU), the bash runbook among them."""
     howto, table = howto_commands(), table_commands()
     assert len(howto) == 10 and sum(gpu for _, gpu in howto) == 1
-    assert len(table) == 14 and sum(cpu for _, cpu in table) == 7
+    assert len(table) == 19 and sum(cpu for _, cpu in table) == 11
     assert ("bash benchmarks/h200_suite.sh PART OUT", False) in table
     assert strip_placeholders("python -m workbench simulate [overrides]") == (
         "python -m workbench simulate"
