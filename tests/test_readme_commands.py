@@ -17,8 +17,8 @@ kept; argparse and Hydra let a later value win):
 A command marked "# GPU" in a code block, or whose table row does not run on the CPU, is
 checked through its `--help`, and so are `simulator.bench` and `experiments.published` (a
 minute and ten on the CPU, no smaller scale), the configuration search (a multirun of 40
-trials) and a command on a placeholder folder (`DIR`). In table rows, optional `[...]` parts are left out and the placeholder TARGET is
-`random:tiny`.
+trials) and a command on a placeholder folder (`DIR`). In table rows, optional `[...]` parts
+are left out and the placeholder TARGET is `random:tiny`.
 """
 
 from __future__ import annotations
