@@ -55,19 +55,22 @@ def falls(curve: dict[int, float]) -> bool:
 
 
 def published_speedups(table: str) -> dict[tuple[str, ...], dict[int, float]] | None:
-    """{(model, task, method): {c: speedup}} of `PUBLISHED`'s rows for `table` (rows
-    {"table", "model", "task", "concurrency", "speedup"} and optionally "method", a list or
-    under "rows"), or None when the file or such rows are absent."""
+    """{(model, dataset, method): {c: speedup}} predicted for the paper's setups of `table`
+    (`PUBLISHED`, written by `python -m experiments.published`): each method's predicted
+    tok/s over the no-speculation run's at the same (model, dataset, hardware, c). None when
+    the file or the table's rows are absent."""
     path = ROOT / PUBLISHED
     if not path.is_file():
         return None
-    data = json.loads(path.read_text())
-    rows = data.get("rows", []) if isinstance(data, dict) else data
+    rows = [r for r in json.loads(path.read_text()) if r.get("source") == f"dflash-table{table}"]
+    base = {(r["model"], r["dataset"], r["hardware"], r["concurrency"]): r["predicted_tok_s"]
+            for r in rows if r["method"] == "none"}
     out: dict[tuple[str, ...], dict[int, float]] = {}
     for r in rows:
-        if str(r.get("table")) == table and {"model", "task", "concurrency", "speedup"} <= set(r):
-            key = (r["model"], r["task"], r.get("method", ""))
-            out.setdefault(key, {})[int(r["concurrency"])] = float(r["speedup"])
+        ref = base.get((r["model"], r["dataset"], r["hardware"], r["concurrency"]))
+        if r["method"] != "none" and ref:
+            key = (r["model"], r["dataset"], r["method"])
+            out.setdefault(key, {})[int(r["concurrency"])] = r["predicted_tok_s"] / ref
     return out or None
 
 
@@ -83,9 +86,12 @@ def _outcome(
     return Outcome(f"speedup at c = {cs}: {text}", holds, data)
 
 
-def _published(table: str) -> Outcome | None:
-    """The table's published-setup predictions when committed (holds: every curve falls)."""
+def _published(table: str, models: set[str] | None = None) -> Outcome | None:
+    """The table's published-setup predictions when committed, for `models` (None: all;
+    holds: every curve falls)."""
     curves = published_speedups(table)
+    if curves is not None and models is not None:
+        curves = {k: c for k, c in curves.items() if k[0] in models} or None
     if curves is None:
         return None
     return _outcome(
@@ -94,11 +100,13 @@ def _published(table: str) -> Outcome | None:
 
 
 def _speedup_table(
-    table: str, grid: dict[tuple[str, str], list[str]], label: str, concurrency: list[int]
+    table: str, grid: dict[tuple[str, str], list[str]], label: str, concurrency: list[int],
+    models: set[str] | None = None,
 ) -> Outcome:
-    """Speedup curves per (model, task): the published-setup predictions when committed,
-    else the simulator with each cell's overrides; holds when every curve falls."""
-    found = _published(table)
+    """Speedup curves per (model, task): the published-setup predictions of `models` (None:
+    the grid's) when committed, else the simulator with each cell's overrides; holds when
+    every curve falls."""
+    found = _published(table, models or {model for model, _ in grid})
     if found is not None:
         return found
     curves = {key: speedups(sweep(ov, concurrency), label) for key, ov in grid.items()}
@@ -150,7 +158,7 @@ def table12() -> Outcome:
         ]
         for t, tau in TAU_QWEN35_9B.items()
     }
-    return _speedup_table("12", grid, "dflash B=16", [1, 8, 16, 32])
+    return _speedup_table("12", grid, "dflash B=16", [1, 8, 16, 32], {"qwen3.5-9b"})
 
 
 def spec_v2_sim() -> Outcome:

@@ -95,21 +95,32 @@ def test_budget_margins_pair_each_point_with_its_best_fixed_run():
 
 
 def test_a_committed_prediction_file_replaces_the_simulator(tmp_path, monkeypatch):
-    """Rows for table 3 in experiments/published/predictions.json are read instead of
-    simulating; their falling curves decide the verdict, and the data column names the file."""
+    """Table 3's rows in experiments/published/predictions.json are read instead of
+    simulating: each method's predicted tok/s over the no-speculation row's at the same
+    point; a model outside the claim (the MoE target) is left out; the falling curves decide
+    the verdict, and the data column names the file."""
     path = tmp_path / reproduce_sim.PUBLISHED
     path.parent.mkdir(parents=True)
-    rows = [
-        {"table": 3, "model": "qwen3-8b", "task": "math500", "concurrency": c, "speedup": s}
-        for c, s in ((1, 4.0), (32, 2.5))
-    ]
-    rows.append({"table": "5", "model": "x", "task": "y", "concurrency": 1, "speedup": 9.0})
-    path.write_text(json.dumps({"rows": rows}))
+
+    def row(model, method, c, tok_s, source="dflash-table3"):
+        return {"source": source, "model": model, "hardware": "b200", "engine": "sglang_v2",
+                "dataset": "math500", "method": method, "concurrency": c,
+                "predicted_tok_s": tok_s, "published_tok_s": 1.0}
+
+    rows = [row("qwen3-8b", "none", 1, 100.0), row("qwen3-8b", "dflash", 1, 400.0),
+            row("qwen3-8b", "none", 32, 1000.0), row("qwen3-8b", "dflash", 32, 2500.0),
+            row("qwen3-coder-30b-a3b", "none", 1, 100.0),
+            row("qwen3-coder-30b-a3b", "dflash", 1, 200.0),
+            row("qwen3-coder-30b-a3b", "none", 32, 100.0),
+            row("qwen3-coder-30b-a3b", "dflash", 32, 300.0),
+            row("x", "dflash", 1, 9.0, source="dflash-table5")]
+    path.write_text(json.dumps(rows))
     monkeypatch.setattr(reproduce_sim, "ROOT", tmp_path)
     monkeypatch.setattr(reproduce_sim, "sweep", lambda *a: pytest.fail("simulated"))
     out = reproduce_sim.table3()
     assert out.holds is True and reproduce_sim.PUBLISHED in out.data
-    assert "qwen3-8b math500: 4.00 / 2.50x" in out.value
+    assert "qwen3-8b math500 dflash: 4.00 / 2.50x" in out.value
+    assert "coder" not in out.value
     assert reproduce_sim.published_speedups("12") is None
 
 
