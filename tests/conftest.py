@@ -22,7 +22,7 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
 settings.register_profile(
     "dev", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -55,7 +55,12 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+_profile = os.environ.get("HYPOTHESIS_PROFILE", "dev")
+if os.environ.get("HYPOTHESIS_NO_SHRINK"):  # the mutation runner: a failure is enough
+    settings.register_profile(f"{_profile}-no-shrink", settings.get_profile(_profile),
+                              phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    _profile = f"{_profile}-no-shrink"
+settings.load_profile(_profile)
 
 
 def pytest_collection_modifyitems(config, items):
