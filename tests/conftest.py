@@ -22,7 +22,7 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
 settings.register_profile(
     "dev", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -35,12 +35,14 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-# gpu: kernels compiled for real, so drawn shapes come from a few buckets per dimension
-# (tests/strategies.py `sized`) and examples are fewer than the CPU interpreter's cost
-# would allow; derandomized so a run is repeatable on a fresh machine.
+# gpu: kernels compiled for real, each drawn shape a possible compilation, so shapes come
+# from a few buckets per dimension (tests/strategies.py `sized`) and examples are few: the
+# CPU profiles explore shapes through the same kernel source under the interpreter, the GPU
+# run checks the compiled code (with the GPU-only stress tests). Derandomized: a run is
+# repeatable on a fresh machine. The whole of tests/kernels and tests/reference: < 3 min.
 settings.register_profile(
     "gpu",
-    max_examples=40,
+    max_examples=10,
     deadline=None,
     derandomize=True,
     print_blob=True,
@@ -55,7 +57,12 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+_profile = os.environ.get("HYPOTHESIS_PROFILE", "dev")
+if os.environ.get("HYPOTHESIS_NO_SHRINK"):  # the mutation runner: a failure is enough
+    settings.register_profile(f"{_profile}-no-shrink", settings.get_profile(_profile),
+                              phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    _profile = f"{_profile}-no-shrink"
+settings.load_profile(_profile)
 
 
 def pytest_collection_modifyitems(config, items):

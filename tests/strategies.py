@@ -171,18 +171,24 @@ class AttentionCase:
                 dict(causal=self.causal, window=self.window))
 
 
+ATTENTION_GPU_CLASSES = ((1, 2, 4, 32), (4, 1, 1, 80), (12, 3, 2, 16))  # (T, nkv, group, D)
+
+
 @st.composite
 def attention_cases(draw, max_numel: int = 6144) -> AttentionCase:
     """Ragged batches: each request's T new tokens end at its kv_len (decode, verify,
     prefill chunks), padding rows with kv_len 0, GQA groups 1..4, sliding windows."""
-    bs, t = draw(sized(0, 4)), draw(sized(1, 20))
-    nkv, group = draw(sized(1, 3)), draw(sized(1, 4, (1, 4)))
-    d = draw(st.sampled_from([16, 32, 80]))
+    bs = draw(sized(0, 4))
+    if GPU:  # a few shape classes (decode GQA 4, verify MHA at D 80, prefill chunk at D 32)
+        t, nkv, group, d = draw(st.sampled_from(ATTENTION_GPU_CLASSES))
+    else:
+        t, nkv, group, d = (draw(st.integers(1, 20)), draw(st.integers(1, 3)),
+                            draw(st.integers(1, 4)), draw(st.sampled_from([16, 32, 80])))
     while bs * t * nkv * group * d > max_numel and t > 1:
         t //= 2
     width, rows = draw(sized(t, 70)), draw(sized(max(bs, 1), 6))
     causal = draw(st.booleans())
-    window = draw(st.one_of(st.none(), sized(1, 24)))
+    window = draw(st.one_of(st.none(), sized(1, 24, (7,))))
     seed = draw(SEEDS)
     note(f"paged_attention: {bs=} {t=} {nkv=} {group=} {d=} W={width} R={rows} "
          f"{causal=} {window=} {seed=}")

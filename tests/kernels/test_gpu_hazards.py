@@ -10,7 +10,8 @@ the fp32-output GEMM branch of kv_materialize (cuBLAS with out_dtype, CUDA only)
   once, to the pool dtype. Against the fp32 oracle on the same rounded inputs, rounded once,
   all but a few elements (accumulation order only moves values sitting on a rounding
   boundary: ~1e-7 relative against a bf16 half-ulp of 2e-3) agree bit for bit; a projection
-  rounded to 16 bits before the norm would move about a quarter of K's elements by an ulp.
+  rounded to 16 bits before the norm carries up to half an ulp into it, which moves a large
+  share of K's elements by an ulp.
 """
 
 from __future__ import annotations

@@ -72,9 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     s = runner.summary(outcomes)
     rate = "n/a" if s["kill_rate"] is None else f"{100 * s['kill_rate']:.1f}%"
     print(f"killed {s['killed']} of {s['ran']} ({rate}); survived: {s['survived']}")
-    if args.out:
+    if args.out:  # the command as run, its output folder written OUT
+        given = list(argv if argv is not None else sys.argv[1:])
         command = "python -m tests.mutation " + shlex.join(
-            argv if argv is not None else sys.argv[1:]
+            ["OUT" if a == str(args.out) else a for a in given]
         )
         runner.write_report(
             outcomes, args.out, {"command": command, "rev": args.rev, "profile": profile}

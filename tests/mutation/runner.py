@@ -12,8 +12,9 @@ The catalog (catalog.py) is data, one dict per mutation:
 - `why`: what the bug is, in a line.
 
 Each mutation is applied to a copy of the tree (the working tree's tracked and unignored
-files, or `git archive REV`), its tests run with `python -m pytest -x -q -p no:cacheprovider`
-and no bytecode cache (a mutated file never meets a stale .pyc), then the file is restored.
+files, or `git archive REV`), its tests run with `python -m pytest -x -q -p no:cacheprovider`,
+no bytecode cache (a mutated file never meets a stale .pyc) and no shrinking of a failing
+hypothesis example (HYPOTHESIS_NO_SHRINK: one failure is enough), then the file is restored.
 Outcomes: killed (tests failed), timeout (counted as killed), survived (tests passed),
 skipped (gpu_only without CUDA, or no fragment or tests in that tree), error (pytest could
 not run the tests: a usage or collection problem of the unmutated tree).
@@ -138,7 +139,12 @@ def check_fragments(tree: Path, mutations: list[Mutation]) -> dict[str, str]:
 
 def _pytest(tree: Path, tests: list[str], timeout_s: float, profile: str) -> tuple[str, float, str]:
     """(status, seconds, first failing test) of `pytest -x -q tests` in `tree`."""
-    env = {**os.environ, "HYPOTHESIS_PROFILE": profile, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "HYPOTHESIS_PROFILE": profile,
+        "HYPOTHESIS_NO_SHRINK": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     start = time.perf_counter()
     try:

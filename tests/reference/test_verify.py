@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, note
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from reference.generate import generate
@@ -47,7 +47,7 @@ def test_greedy_accepts_at_most_the_verify_length():
         [11], [11, 12], [11, 12, 13, 99]]
 
 
-CHAIN_CHECKS = 2 * 25  # two tests per example, 25 examples in the ci profile
+CHAIN_CHECKS = 2 * settings.default.max_examples  # two tests per example of the profile
 
 
 @given(vocab=st.integers(2, 8), block=st.integers(2, 4), with_q=st.booleans(),
@@ -57,8 +57,9 @@ def test_chain_sampling_preserves_p(vocab, block, with_q, sampling, seed):
     """The first emitted token follows p at block position 0, and given d_1 accepted the
     second follows p at position 1.
 
-    Chi-square at 1e-3 / 50 = 2e-5 per check (two per example, 25 examples). Power: 5
-    points of probability moved between two tokens of p ~ 0.3 give a noncentrality of
+    Chi-square at 1e-3 / 50 = 2e-5 per check (two per example, 25 examples in the ci
+    profile; the budget is split over the loaded profile's examples). Power: 5 points of
+    probability moved between two tokens of p ~ 0.3 give a noncentrality of
     20000 * 0.05^2 * (2 / 0.3) = 333 against a critical value of 36 (7 dof): certain."""
     note(f"{vocab=} {block=} {with_q=} {sampling=} {seed=}")
     n = 20000
