@@ -31,7 +31,7 @@ from common.stamps import stamp
 from reference.engine import DecodeBatch, Engine
 from reference.methods import MethodSpec, build
 from reference.model import ForwardBatch
-from reference.tree import build_tree, verify_tree
+from reference.tree import Tree, build_tree, verify_tree
 from reference.verify import Sampling
 from workbench.calib_gpu import Bench
 
@@ -65,9 +65,8 @@ def _forward_call(bench: Bench, rows: list[int], tokens: int, kv: int, budget: i
     if budget is not None:
         log_q = torch.randn(n, 15, vocab, device=dev).log_softmax(-1)
         tree = build_tree(prefix, log_q, budget, 4)
-        fn = lambda tokens, parents, depth, score: verify_tree(  # noqa: E731
-            bench.target, pool, type(tree)(tokens, parents, depth, score), req_rows, prefix,
-            bench.layer_ids, 15)[0].argmax(-1)
+        fn = lambda *t: verify_tree(  # noqa: E731
+            bench.target, pool, Tree(*t), req_rows, prefix, bench.layer_ids, 15)[0].argmax(-1)
         return (fn, *tree)
     ids = torch.randint(0, vocab, (n, tokens), device=dev)
     positions = (kv + torch.arange(tokens, device=dev)).expand(n, tokens).contiguous()
@@ -94,7 +93,7 @@ def _round(bench: Bench, rows: list[int], kv: int, budget: int | None) -> float:
                         torch.full((n,), kv, dtype=torch.int64, device=dev),
                         torch.as_tensor(rows, device=dev), torch.ones(n, dtype=torch.int64,
                                                                       device=dev), n)
-    return bench._seconds(lambda: engine.round(batch))
+    return bench.seconds(lambda: engine.round(batch))
 
 
 def _profile(bench: Bench, rows: list[int], kv: int) -> dict[str, list]:

@@ -14,7 +14,7 @@ same code runs eagerly on the host clock (the tests' quick mode).
 
 Every timed shape is warm: a grid's shapes are all run once before its first timed point
 (`warm_shapes`), and each point replays its own shape untimed for at least `WARM_S` before
-the timed replays (`_seconds`).
+the timed replays (`seconds`).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class Bench:
                         break
                     measure(rows, x, y)
 
-    def _seconds(self, run) -> float:
+    def seconds(self, run) -> float:
         """Median device seconds of `reps` back-to-back calls of run() (one sync at the end),
         after untimed synchronized calls for at least WARM_S on the GPU (clocks up; 2 calls)."""
         t0, calls = time.perf_counter(), 0
@@ -144,8 +144,8 @@ class Bench:
         """Seconds of fn(*inputs) replayed from a CUDA graph (eager on the CPU)."""
         cache = GraphCache(self.dev)
         run = lambda: cache.run("calibration", fn, *inputs)  # noqa: E731
-        run()  # capture (after its warm-up calls) and one replay; _seconds warms further
-        return self._seconds(run)
+        run()  # capture (after its warm-up calls) and one replay; seconds warms further
+        return self.seconds(run)
 
     def _tensor(self, values) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.int64, device=self.dev)
@@ -231,10 +231,10 @@ class Bench:
         cand = torch.randint(0, 8, (len(rows), block), device=self.dev)
         top1 = torch.randint(0, 8, (len(rows), block), device=self.dev)
         return {
-            "prepare_block": self._seconds(lambda: ops.prepare_block(
+            "prepare_block": self.seconds(lambda: ops.prepare_block(
                 rnd.verified_id, rnd.prefix_lens, rnd.req_rows, self.pool.req_to_token,
                 block_size=block, mask_token_id=0)),
-            "accept_bonus": self._seconds(lambda: ops.accept_bonus(cand, top1,
+            "accept_bonus": self.seconds(lambda: ops.accept_bonus(cand, top1,
                                                                    rnd.prefix_lens)),
         }
 

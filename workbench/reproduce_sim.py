@@ -28,12 +28,13 @@ def sweep(overrides: list[str], concurrency: list[int]) -> dict[tuple[str, int],
     from hydra import compose, initialize_config_dir
 
     import simulator
+    from common.paths import conf_dir
     from workbench.config import load, register_configs
     from workbench.simulate import plan_runs
 
     register_configs()
     points = "[" + ",".join(map(str, concurrency)) + "]"
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
         cfg = compose(config_name="config", overrides=[*overrides, f"sweep.concurrency={points}"])
     _, runs = plan_runs(load(cfg))
     return {
