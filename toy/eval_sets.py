@@ -5,7 +5,9 @@
 The held-out corpus is an interpreter's standard library (toy/corpus.py), so prompts drawn
 from it differ between Python versions. This module draws them once, by the acceptance
 experiment's rule (`toy.gen_data.split_prompts`: windows of 64-256 tokens, files drawn by
-length, seed 1), and writes them as files that every machine reads alike:
+length), 512 prompts a seed (seed 1 for prompts 0-511, seed 2 for 512-1023, ...: a larger
+set begins with the smaller one, so numbers measured on the first 512 stay comparable), and
+writes them as files that every machine reads alike:
 `prompts-<split>.jsonl`, one prompt a line `{"id", "source", "text", "ids"}` (source: the
 file's path relative to the stdlib root; text: the ids decoded, for reading), and
 `manifest.json` (each file's sha256, the tokenizer's sha256, the rule, the count, the
@@ -33,7 +35,8 @@ SETS = Path(__file__).resolve().parents[1] / "experiments" / "zoo" / "prompts"
 ZOO_TOKENIZER = SETS.parent / "tokenizer" / "tokenizer.json"
 HELD_OUT = ("validation", "test")
 PROMPT_LEN = (64, 256)
-SEED = 1  # the acceptance experiment's cfg.seed + 1
+SEED = 1  # the acceptance experiment's cfg.seed + 1: the first draw's
+PER_SEED = 512  # prompts drawn with one seed; the next PER_SEED with seed + 1
 
 
 def draw(tok, split: str, n: int, prompt_len: tuple[int, int] = PROMPT_LEN,
@@ -61,6 +64,16 @@ def interpreter_stdlib(python: str) -> tuple[str, Path]:
     return version, Path(root)
 
 
+def draw_set(tok, split: str, n: int, root: Path | None = None) -> list[dict]:
+    """n prompts of one split, PER_SEED a seed from SEED on (module docstring), numbered
+    `<split>-0000` on."""
+    records = []
+    for k, start in enumerate(range(0, n, PER_SEED)):
+        part = draw(tok, split, min(PER_SEED, n - start), seed=SEED + k, root=root)
+        records += [dict(r, id=f"{split}-{start + i:04d}") for i, r in enumerate(part)]
+    return records
+
+
 def write_sets(out: Path, tokenizer_path: Path, n: int, python: str | None,
                command: str) -> dict:
     """Draw both held-out splits, write their jsonl files and the manifest; returns it."""
@@ -71,15 +84,17 @@ def write_sets(out: Path, tokenizer_path: Path, n: int, python: str | None,
     for split in HELD_OUT:
         path = out / f"prompts-{split}.jsonl"
         with path.open("w") as f:
-            for record in draw(tok, split, n, root=root):
+            for record in draw_set(tok, split, n, root=root):
                 f.write(json.dumps(record, separators=(",", ":")) + "\n")
         files[path.name] = {"sha256": sha256_file(path), "bytes": path.stat().st_size,
                             "prompts": n}
     manifest = {"files": files, "tokenizer_sha256": sha256_file(tokenizer_path),
-                "prompt_len": list(PROMPT_LEN), "seed": SEED, "python_version": version,
-                "rule": "toy.gen_data.split_prompts(tok, split, n, prompt_len, seed): files of "
-                        "the split with >= 64 tokens drawn by token count, window length "
-                        "uniform in 64..min(256, file), start uniform",
+                "prompt_len": list(PROMPT_LEN), "seed": SEED, "per_seed": PER_SEED,
+                "python_version": version,
+                "rule": "toy.gen_data.split_prompts(tok, split, 512, prompt_len, seed) for seed "
+                        "1, 2, ... until n: files of the split with >= 64 tokens drawn by "
+                        "token count, window length uniform in 64..min(256, file), start "
+                        "uniform",
                 "command": command}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
@@ -123,7 +138,7 @@ def held_out_prompts(tokenizer_path: Path, split: str, n: int, *, source: str = 
                      prompt_len: tuple[int, int] = PROMPT_LEN, seed: int = SEED,
                      max_files: int | None = None, folder: Path = SETS) -> list[list[int]]:
     """n held-out prompts (token ids) of `split`: the first n of the committed set (source
-    "committed": drawn at PROMPT_LEN from every file, seed SEED; `seed` is then unused) or
+    "committed": drawn at PROMPT_LEN from every file, seeds SEED on; `seed` is then unused) or
     drawn from this interpreter's corpus (source "corpus", `split_prompts`)."""
     if source == "corpus":
         return split_prompts(load_tokenizer(tokenizer_path), split, n, tuple(prompt_len), seed,

@@ -32,11 +32,11 @@ def test_committed_sets_match_their_manifest():
     for name, entry in manifest["files"].items():
         data = (SETS / name).read_bytes()
         assert hashlib.sha256(data).hexdigest() == entry["sha256"], name
-        assert data.count(b"\n") == entry["prompts"] == 512
+        assert data.count(b"\n") == entry["prompts"] == 1024
     tok_bytes = (ZOO / "tokenizer" / "tokenizer.json").read_bytes()
     assert manifest["tokenizer_sha256"] == hashlib.sha256(tok_bytes).hexdigest()
     assert manifest["prompt_len"] == [64, 256] and manifest["python_version"].startswith("3.")
-    assert sum(e["bytes"] for e in manifest["files"].values()) < 2 * 2**20
+    assert sum(e["bytes"] for e in manifest["files"].values()) < 3 * 2**20
     assert eval_sets.verify_sets(SETS) == []
 
 
@@ -44,7 +44,7 @@ def test_records_hold_windows_of_the_rule():
     tok = load_tokenizer(ZOO / "tokenizer" / "tokenizer.json")
     with (SETS / "prompts-test.jsonl").open() as f:
         records = [json.loads(line) for line in f]
-    assert [r["id"] for r in records] == [f"test-{k:04d}" for k in range(512)]
+    assert [r["id"] for r in records] == [f"test-{k:04d}" for k in range(1024)]
     for r in records[:50]:
         assert 64 <= len(r["ids"]) <= 256 and r["source"].endswith(".py")
         assert r["text"] == tok.decode(r["ids"])
@@ -53,10 +53,10 @@ def test_records_hold_windows_of_the_rule():
 def test_loaded_prompts_are_the_files_ids():
     tok_path = ZOO / "tokenizer" / "tokenizer.json"
     for split in ("validation", "test"):
-        assert eval_sets.committed_prompts(split, 512, tok_path, SETS) == _file_ids(split)
+        assert eval_sets.committed_prompts(split, 1024, tok_path, SETS) == _file_ids(split)
     assert eval_sets.held_out_prompts(tok_path, "test", 7) == _file_ids("test")[:7]
-    with pytest.raises(ValueError, match="holds 512"):
-        eval_sets.committed_prompts("test", 513, tok_path, SETS)
+    with pytest.raises(ValueError, match="holds 1024"):
+        eval_sets.committed_prompts("test", 1025, tok_path, SETS)
     with pytest.raises(ValueError, match="prompts=corpus"):
         eval_sets.held_out_prompts(tok_path, "test", 3, prompt_len=(8, 24))
 
@@ -89,6 +89,18 @@ def test_draw_is_the_acceptance_rule_with_sources():
     for r in records[:4]:
         whole = tok.encode((root / r["source"]).read_text(encoding="utf-8")).ids
         assert any(whole[i:i + len(r["ids"])] == r["ids"] for i in range(len(whole)))
+
+
+def test_a_larger_set_begins_with_the_smaller_one(monkeypatch):
+    """Prompts come PER_SEED a seed: n = PER_SEED + 3 repeats the n = PER_SEED set and then
+    adds 3 windows of the next seed, numbered on (so numbers measured on the first 512
+    committed prompts hold for the first 512 of the 1024)."""
+    monkeypatch.setattr(eval_sets, "PER_SEED", 5)
+    tok = load_tokenizer(ZOO / "tokenizer" / "tokenizer.json")
+    small, large = eval_sets.draw_set(tok, "test", 5), eval_sets.draw_set(tok, "test", 8)
+    assert large[:5] == small
+    assert [r["ids"] for r in large[5:]] == split_prompts(tok, "test", 3, (64, 256), seed=2)
+    assert [r["id"] for r in large] == [f"test-{k:04d}" for k in range(8)]
 
 
 def test_default_acceptance_reads_the_committed_sets(tmp_path, monkeypatch):
