@@ -2,6 +2,9 @@
 # The GPU test suite, run beside every GPU measurement: the kernel and reference tests under
 # the gpu hypothesis profile (real Triton compiles, bucketed shapes), timed, with the
 # compiled variants per kernel; or the GPU-only mutations of tests/mutation/catalog.py.
+# The tests run in 8 pytest-xdist processes (the H200 image has pytest-xdist; a test costs
+# mostly its Triton and inductor compiles, which are CPU work, and the machine has 16 cores);
+# WORKERS=0 runs them in one process.
 #
 #   bash benchmarks/gpu_suite.sh suite OUT        (target: under 3 minutes on an H200)
 #   bash benchmarks/gpu_suite.sh mutations OUT    (4 mutations, each its GPU tests)
@@ -19,11 +22,11 @@ case $part in
   suite)
     start=$(date +%s.%N)
     HYPOTHESIS_PROFILE=gpu timeout 900 python -m pytest tests/kernels tests/reference -q \
-      -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
+      -n "${WORKERS:-8}" -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
     rc=$?
     end=$(date +%s.%N)
     python - "$out" "$rc" "$start" "$end" <<'PY'
-import json, re, sys
+import json, os, re, sys
 from pathlib import Path
 
 import torch  # noqa: F401  (the stamp reads the GPU name from a loaded torch)
@@ -35,7 +38,9 @@ text = (out / "pytest_gpu.txt").read_text()
 last = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
 counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)",
                                             last[-1])} if last else {}
-doc = stamp(command="HYPOTHESIS_PROFILE=gpu python -m pytest tests/kernels tests/reference",
+workers = os.environ.get("WORKERS", "8")
+doc = stamp(command=f"HYPOTHESIS_PROFILE=gpu python -m pytest tests/kernels tests/reference "
+                    f"-n {workers}",
             wall_s=round(float(sys.argv[4]) - float(sys.argv[3]), 1), exit_status=rc,
             counts=counts)
 (out / "gpu_suite.json").write_text(json.dumps(doc, indent=1) + "\n")

@@ -38,6 +38,17 @@
 #                and 1, and their paired difference (experiments/acceptance_compare.py), also
 #                by repetition stratum; the base pair's block-size study (table 8)
 #                (~3 min; after base-drafters)
+#       loops    a small target trained on a de-duplicated split (train files whose token
+#                4-gram repetition is above 0.6 dropped: does it loop less at T = 0?) and its
+#                data, as the recipe's stages 1 (~8 min; beside base on the same machine)
+#       loops-drafter its B = 16 drafter (8 min, beside base-drafters)
+#       loops-eval its looping and validation loss against the zoo target's
+#                (experiments/target_loops.py, 1024 validation prompts), and its pair against
+#                the zoo pair's B = 16 drafter on 1024 prompts per split, also by repetition
+#                stratum (~3 min; after loops-drafter)
+#       tree     tree verification (budgets 16-128) against the chain for the zoo and base
+#                pairs, 1024 committed test prompts, T = 0 and 1 (~2 min; after
+#                base-drafters)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it runs out of GPU memory); the toy data first when
 #                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
@@ -61,8 +72,8 @@ if [ "$1" = post ]; then
   dest=$2
   shift 2
   mkdir -p "$dest"
-  for part in world engine drafters ablations depth base base-drafters base-eval train selfspec \
-      timing tests; do
+  for part in world engine drafters ablations depth base base-drafters base-eval loops \
+      loops-drafter loops-eval tree train selfspec timing tests; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -92,6 +103,8 @@ out=$2
 micro=${3:-}
 A=artifacts/toy
 B=artifacts/base
+V=artifacts/dedup
+MAX_REP=0.6  # the de-duplication cut of the loops part (24% of the train tokens dropped)
 R=$out/r
 mkdir -p "$R"
 export PYTHONUNBUFFERED=1
@@ -121,6 +134,10 @@ if [ -n "$micro" ]; then
   BASE2=(--micro)
   PAIRED=("${ACC[@]}")
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
+  LOOPS1=(--micro)
+  LOOPS2=(--micro)
+  LOOP_N=(--num-prompts 4 --max-new-tokens 12 --device cpu)
+  TREE=(--num-prompts 2 --max-new-tokens 12 --budgets 4,8 --device cpu)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
   DRAFT=(--size small --budget-minutes 10.5)  # a gate: drafters 8.5 planned, eval 1.5 (6 s measured)
@@ -143,6 +160,10 @@ else
   # 0.25-0.38); one batch: 127 s for both pairs, batch 64 would take ~10 min
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
+  LOOPS1=(--size small --budget-minutes 9)  # target 4 + data 3.5 minutes
+  LOOPS2=(--size small)
+  LOOP_N=(--num-prompts 1024 --max-new-tokens 256 --device cuda --batch-size 1024)
+  TREE=(--num-prompts 1024 --max-new-tokens 128 --budgets 16,32,64,128 --device cuda)
 fi
 
 run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
@@ -250,6 +271,40 @@ case $part in
     run acc_base_block_size 150 python -m experiments.acceptance artifacts=$B \
       study=block_size "hydra.run.dir=$R/acc_base_block_size" "${ACC[@]}"  # table 8 (34 s)
     ;;
+  loops)
+    [ -z "$micro" ] && mkdir -p $V && cp -rn experiments/zoo/tokenizer $V/
+    OMP_NUM_THREADS=8 run recipe 570 python -m toy.recipe --out $V \
+      --target-max-repetition $MAX_REP "${LOOPS1[@]}"
+    for s in target data; do cp $V/$s/stage.json "$R/${s}_stage.json"; done
+    ;;
+  loops-drafter)
+    OMP_NUM_THREADS=4 run drafter 570 python -m toy.recipe --out $V --stage dflash-b16 \
+      --target-max-repetition $MAX_REP "${LOOPS2[@]}"
+    cp $V/dflash-b16/stage.json "$R/dflash-b16_stage.json"
+    ;;
+  loops-eval)
+    [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/. $A/  # the small pair
+    run target_loops 200 python -m experiments.target_loops --targets $A/target $V/target \
+      --out "$R/target_loops" "${LOOP_N[@]}"
+    run acc_dedup 200 python -m experiments.acceptance artifacts=$V "drafters=[dflash-b16]" \
+      "hydra.run.dir=$R/acc_dedup" "${PAIRED[@]}"
+    run acc_toy 200 python -m experiments.acceptance artifacts=$A "drafters=[dflash-b16]" \
+      "hydra.run.dir=$R/acc_toy" "${PAIRED[@]}"
+    run compare 60 python -m experiments.acceptance_compare "$R/acc_dedup" "$R/acc_toy" \
+      --out "$R/compare.md"
+    run compare_by_repetition 60 python -m experiments.acceptance_compare "$R/acc_dedup" \
+      "$R/acc_toy" --strata 0.3 0.7 --out "$R/compare_by_repetition.md"
+    ;;
+  tree)
+    [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/. $A/
+    for pair in toy base; do
+      for t in 0 1; do
+        [ -f artifacts/$pair/dflash-b16/config.json ] && run "tree_${pair}_t$t" 200 \
+          python -m experiments.tree_budget --zoo artifacts/$pair --temperature $t \
+          --out "$R/tree_${pair}_t$t" "${TREE[@]}"
+      done
+    done
+    ;;
   selfspec)
     [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ] && toy_data data
     OMP_NUM_THREADS=8 run selfspec 300 python -m toy.train_selfspec --recipe $A \
@@ -269,7 +324,7 @@ case $part in
     ;;
   *)
     echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters," \
-      "base-eval, train, selfspec, timing, tests)" >&2
+      "base-eval, loops, loops-drafter, loops-eval, tree, train, selfspec, timing, tests)" >&2
     exit 2
     ;;
 esac

@@ -1,6 +1,7 @@
 """`python -m experiments.tree_budget [--num-prompts N] [--budgets 16,32,64] [--temperature T]
-[--device D] [--out DIR]`: tau against the tree's node budget for the zoo pair (DFlash
-B = 16), next to the chain, paired on the same prompts.
+[--device D] [--zoo PAIR] [--out DIR]`: tau against the tree's node budget for a pair (its
+target/, tokenizer/ and dflash-b16/; default the zoo's; `artifacts/base` for the base pair's
+recipe output), next to the chain (DFlash B = 16), paired on the same prompts.
 
 The chain, then trees of each budget (top-4 candidates per depth, reference/dflash_tree.py),
 compared by experiments/zoo_methods.py, with each tau over the chain's and the paired
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
         r.pop("accept_lengths")
         r["vs_chain"] = r["tau"] / rows[0]["tau"]
     text = table(rows, args.num_prompts, args.max_new_tokens, baseline=True,
-                 temperature=args.temperature)
+                 temperature=args.temperature, pair=args.zoo)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(text)
     (args.out / "results.json").write_text(json.dumps(

@@ -67,11 +67,12 @@ def compare(zoo: Path, methods: dict[str, MethodSpec], num_prompts: int,
 
 
 def table(rows: list[dict], num_prompts: int, max_new_tokens: int,
-          baseline: bool = False, temperature: float = 0.0) -> str:
+          baseline: bool = False, temperature: float = 0.0, pair: Path = ZOO) -> str:
     """Markdown: the setting, then one line per row (with tau over the first row's and the
     paired difference to it if `baseline`)."""
     how = "greedy" if temperature <= 0 else f"sampled at T = {temperature:g}"
-    lines = [f"Zoo target, first {num_prompts} prompts of the committed test set, {how}, "
+    lines = [f"Target of `{pair.as_posix()}`, first {num_prompts} prompts of the committed test "
+             f"set, {how}, "
              f"<= {max_new_tokens} new tokens. tau = mean commit length per round, "
              f"pooled over rounds; low repetition = outputs with 4-gram repetition < "
              f"{LOW_REPETITION}.", "",

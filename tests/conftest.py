@@ -99,14 +99,41 @@ def _compiled_variants() -> dict[str, int]:
     return out
 
 
-def pytest_terminal_summary(terminalreporter):
-    """On CUDA: compiled variants per kernel, the measure of the gpu profile's buckets."""
-    if not HAS_CUDA:
+_COUNTS_DIR = "WORKBENCH_TRITON_COUNTS_DIR"  # where pytest-xdist workers leave their counts
+
+
+def pytest_configure(config):
+    """On CUDA, in the controller of a pytest-xdist run: a folder for the workers' counts
+    (workers inherit the environment when they start, after this hook)."""
+    if HAS_CUDA and not hasattr(config, "workerinput") and _COUNTS_DIR not in os.environ:
+        import tempfile
+
+        os.environ[_COUNTS_DIR] = tempfile.mkdtemp(prefix="triton-counts-")
+
+
+def pytest_sessionfinish(session):
+    """In a pytest-xdist worker on CUDA: its compiled variants, for the controller."""
+    worker = getattr(session.config, "workerinput", None)
+    if HAS_CUDA and worker is not None and os.environ.get(_COUNTS_DIR):
+        import json
+        from pathlib import Path
+
+        path = Path(os.environ[_COUNTS_DIR]) / f"{worker['workerid']}.json"
+        path.write_text(json.dumps(_compiled_variants()))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """On CUDA: compiled variants per kernel, the measure of the gpu profile's buckets (under
+    pytest-xdist: summed over workers, each of which compiles or loads its own)."""
+    if not HAS_CUDA or hasattr(config, "workerinput"):
         return
-    try:
-        counts = _compiled_variants()
-    except ImportError:
-        return
+    import json
+    from collections import Counter
+    from pathlib import Path
+
+    counts = Counter(_compiled_variants())
+    for path in sorted(Path(os.environ.get(_COUNTS_DIR, ".")).glob("gw*.json")):
+        counts.update(json.loads(path.read_text()))
     terminalreporter.section("Triton kernels compiled")
     for name, n in sorted(counts.items()):
         terminalreporter.write_line(f"{n:5d}  {name}")
