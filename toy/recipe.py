@@ -18,6 +18,9 @@ train at 128 sequences a step: a step costs its kernel count, not its batch
 (toy/step_cost.py), so a larger batch buys acceptance at little time.
 `--size base` (29.4M target) trains its target at dropout 0.3 unless `--target-dropout P`
 says otherwise (TARGET_DROPOUT: without dropout the base target memorizes the train split).
+`--target-max-repetition R` trains the target on the train files whose token 4-gram
+repetition is at most R (toy/train_target.py `drop_repetitive`), a target that loops less;
+the tokenizer stage is unchanged, so a copied tokenizer stays done.
 Each stage's timings, losses and held-out tau are in its stage.json; the H200 runs'
 READMEs under benchmarks/ collect them.
 `--micro` is the CPU scale the tests run.
@@ -54,6 +57,7 @@ class Recipe:
     target_steps: int | None = None
     target_minutes: float | None = 4.0
     target_dropout: float | None = None  # None: no dropout, and no key change
+    target_max_repetition: float | None = None  # None: every train file, and no key change
     num_prompts: int = 60000
     prompt_len: tuple[int, int] = (64, 256)
     max_new: int = 256
@@ -106,9 +110,11 @@ def _params(recipe: Recipe, stage: str) -> dict:
     r = asdict(recipe)
     if stage == "tokenizer":
         return {k: r[k] for k in ("vocab", "max_files")}
-    if stage == "target":  # target_dropout only when set: earlier stage keys stay valid
+    if stage == "target":  # the optional fields only when set: earlier stage keys stay valid
         keys = ("size", "target_steps", "target_minutes", "max_files", "seed")
-        return {k: r[k] for k in keys + ("target_dropout",) * (r["target_dropout"] is not None)}
+        optional = tuple(k for k in ("target_dropout", "target_max_repetition")
+                         if r[k] is not None)
+        return {k: r[k] for k in keys + optional}
     if stage == "data":
         return {k: r[k] for k in ("num_prompts", "prompt_len", "max_new", "max_files", "seed",
                                   "data_minutes")}
@@ -231,7 +237,7 @@ def run_recipe(out: Path, recipe: Recipe, only: str | None = None, force: bool =
     return records
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--size", choices=("micro", "small", "base"), default="small")
@@ -245,13 +251,30 @@ def main() -> None:
     ap.add_argument("--target-dropout", type=float, default=None,
                     help=f"the target's residual and attention dropout (default by size: "
                          f"{TARGET_DROPOUT}, else none)")
+    ap.add_argument("--target-max-repetition", type=float, default=None,
+                    help="train the target on the train files whose token 4-gram repetition "
+                         "is at most this")
     add_run_arguments(ap)
-    args = ap.parse_args()
-    recipe = recipe_for(args.size, args.micro, args.target_dropout)
-    command = " ".join(["python -m toy.recipe", *sys.argv[1:]])
+    return ap
+
+
+def recipe_from_args(args: argparse.Namespace) -> tuple[Recipe, list[str]]:
+    """The recipe the command line asks for, and the arguments that ask for it again (the
+    `--stage` subprocesses of `--parallel`)."""
+    recipe = replace(recipe_for(args.size, args.micro, args.target_dropout),
+                     target_max_repetition=args.target_max_repetition)
     shared = ["--micro"] if args.micro else ["--size", args.size]
     if recipe.target_dropout is not None:
         shared += ["--target-dropout", str(recipe.target_dropout)]
+    if recipe.target_max_repetition is not None:
+        shared += ["--target-max-repetition", str(recipe.target_max_repetition)]
+    return recipe, shared
+
+
+def main() -> None:
+    args = parser().parse_args()
+    recipe, shared = recipe_from_args(args)
+    command = " ".join(["python -m toy.recipe", *sys.argv[1:]])
     run_recipe(args.out, recipe, args.stage, args.force, command, args.budget_minutes,
                shared if args.parallel else None, run_from_args(args))
     if args.zoo is not None:

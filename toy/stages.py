@@ -34,7 +34,8 @@ def tokenizer(out: Path, vocab: int, max_files: int | None) -> dict:
 def target(out: Path, recipe, tok_path: Path, device: str) -> dict:
     return train_target(recipe.size, out, tokenizer_path=tok_path, steps=recipe.target_steps,
                         max_files=recipe.max_files, seed=recipe.seed, device=device,
-                        max_minutes=recipe.target_minutes, dropout=recipe.target_dropout or 0.0)
+                        max_minutes=recipe.target_minutes, dropout=recipe.target_dropout or 0.0,
+                        max_repetition=recipe.target_max_repetition)
 
 
 def data(out: Path, tgt: Target, tok_path: Path, recipe) -> dict:

@@ -8,7 +8,10 @@ linear warmup then cosine decay, and early stopping: the train split (~9M tokens
 memorized within a few epochs, so validation loss is checked 20 times per run and the
 best weights are kept. `--dropout P` adds residual and attention dropout while training:
 without it the 30M `base` memorizes the split within a few hundred steps and ends at a
-worse validation loss than `small`; with P = 0.3 it beats it. The
+worse validation loss than `small`; with P = 0.3 it beats it. `--max-repetition R`
+trains on the train files whose token 4-gram repetition is at most R (`drop_repetitive`:
+test files and tables repeat themselves, and a target trained on them loops); validation
+is never filtered. The
 model is a `transformers.Qwen3ForCausalLM` saved with `save_pretrained` (toy/hf_config.py:
 rope_theta also at the top level), so transformers 4.5x and 5.x and `reference.load_target`
 read it. Writes `metrics.json` (validation loss and perplexity, the validation curve, tokens
@@ -94,6 +97,28 @@ def lr_at(step: int, total: int, peak: float, warmup_frac: float = 0.04) -> floa
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
+def repetition(ids: list[int], n: int = 4) -> float:
+    """Fraction of a sequence's n-grams equal to an earlier n-gram of it: (n-grams - distinct
+    n-grams) / n-grams; 0 with fewer than n ids. The measure of
+    experiments/acceptance_stats.py's `repetition_rate`, on one training file."""
+    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
+    return (len(grams) - len(set(grams))) / len(grams) if grams else 0.0
+
+
+def drop_repetitive(texts: list[str], tok, max_rep: float) -> tuple[list[str], dict]:
+    """The texts whose token 4-gram `repetition` (by `tok`'s ids) is at most `max_rep`, in
+    order, and what was dropped: files kept and dropped, the fraction of tokens kept."""
+    if not 0.0 <= max_rep <= 1.0:
+        raise ValueError(f"max_rep must be in [0, 1], got {max_rep}")
+    ids = [enc.ids for enc in tok.encode_batch(texts)]
+    keep = [repetition(x) <= max_rep for x in ids]
+    total = sum(map(len, ids))
+    kept_tokens = sum(len(x) for x, k in zip(ids, keep) if k)
+    stats = {"train_files_kept": sum(keep), "train_files_dropped": len(keep) - sum(keep),
+             "train_tokens_kept_frac": kept_tokens / total if total else 1.0}
+    return [t for t, k in zip(texts, keep) if k], stats
+
+
 def random_windows(stream: torch.Tensor, batch: int, seq_len: int, gen: torch.Generator):
     """(batch, seq_len + 1) windows at random offsets of a 1-D token stream."""
     starts = torch.randint(0, stream.numel() - seq_len - 1, (batch,), generator=gen)
@@ -122,11 +147,12 @@ def evaluate(model, stream: torch.Tensor, seq_len: int, batch: int, max_batches:
 def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = None,
                  steps: int | None = None, max_files: int | None = None, seed: int = 0,
                  device: str | None = None, max_minutes: float | None = None,
-                 dropout: float = 0.0) -> dict:
+                 dropout: float = 0.0, max_repetition: float | None = None) -> dict:
     """Train one target size; returns the metrics also written to `out/metrics.json`.
 
     max_minutes: the schedule runs on wall time when that ends before `steps` (a stage
-    time limit); metrics then report the steps done.
+    time limit); metrics then report the steps done. max_repetition: train on the train
+    files `drop_repetitive` keeps (the tokenizer, when trained here, sees every file).
     """
     from transformers import Qwen3ForCausalLM
 
@@ -141,6 +167,10 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
     else:
         tok = train_tokenizer(train_texts)
     tok.save(str(out / "tokenizer.json"))
+    filtered = {}
+    if max_repetition is not None:
+        train_texts, filtered = drop_repetitive(train_texts, tok, max_repetition)
+        print(f"max_repetition {max_repetition}: {filtered}", flush=True)
     train = torch.tensor(encode_corpus(tok, train_texts), dtype=torch.long, device=device)
     val = torch.tensor(encode_corpus(tok, val_texts), dtype=torch.long, device=device)
 
@@ -185,7 +215,7 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
         "val_loss": val_loss, "val_ppl": math.exp(val_loss), "wall_s": time.time() - t0,
         "best_step": best[1], "val_curve": val_curve,
         "seed": seed, "mask_token_id": tok.token_to_id(MASK), "config": asdict(size),
-        "dropout": dropout,
+        "dropout": dropout, "max_repetition": max_repetition, **filtered,
     }
     save_pretrained(model.to(torch.bfloat16), out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -203,10 +233,13 @@ def main() -> None:
     ap.add_argument("--max-minutes", type=float, default=None, help="wall-time budget")
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="residual and attention dropout while training")
+    ap.add_argument("--max-repetition", type=float, default=None,
+                    help="drop train files whose token 4-gram repetition is above this")
     args = ap.parse_args()
     metrics = train_target(args.size, args.out, tokenizer_path=args.tokenizer, steps=args.steps,
                            max_files=args.max_files, seed=args.seed,
-                           max_minutes=args.max_minutes, dropout=args.dropout)
+                           max_minutes=args.max_minutes, dropout=args.dropout,
+                           max_repetition=args.max_repetition)
     print(json.dumps(metrics))
 
 

@@ -18,8 +18,19 @@ import torch
 
 from reference.generate import generate
 from reference.loaders import load_dflash, load_target
+from toy import stages
 from toy.gen_data import load_dataset, split_prompts
-from toy.recipe import MICRO, STAGES, Recipe, is_done, recipe_for, run_recipe, stage_key
+from toy.recipe import (
+    MICRO,
+    STAGES,
+    Recipe,
+    is_done,
+    parser,
+    recipe_for,
+    recipe_from_args,
+    run_recipe,
+    stage_key,
+)
 from toy.tokenizer import EOT, load_tokenizer
 from toy.zoo import export_zoo, verify_zoo
 
@@ -88,6 +99,36 @@ def test_target_dropout_keys_the_target_only_when_set(micro):
         assert record["key"] == stage_key(Recipe(), stage), stage
     dropped = dataclasses.replace(MICRO, target_dropout=0.1)
     assert [is_done(out, dropped, s) for s in STAGES] == [True] + [False] * 5
+
+
+def test_target_max_repetition_keys_the_target_only_when_set(micro):
+    """Unset, every key is the zoo's; set, the tokenizer key is still the zoo's (a copied zoo
+    tokenizer counts as done) and the target and everything after it rerun."""
+    out, _ = micro
+    zoo = json.loads((ROOT / "experiments" / "zoo" / "manifest.json").read_text())["stages"]
+    dedup = dataclasses.replace(Recipe(), target_max_repetition=0.6)
+    assert stage_key(dedup, "tokenizer") == zoo["tokenizer"]["key"]
+    assert all(stage_key(dedup, s) != zoo[s]["key"] for s in STAGES[1:] if s in zoo)
+    filtered = dataclasses.replace(MICRO, target_max_repetition=0.6)
+    assert [is_done(out, filtered, s) for s in STAGES] == [True] + [False] * 5
+
+
+def test_target_max_repetition_flag_reaches_the_target_stage(tmp_path, monkeypatch):
+    """--target-max-repetition sets the recipe field, is repeated in the arguments of the
+    --parallel subprocesses, and stages.target hands it to train_target."""
+    recipe, shared = recipe_from_args(parser().parse_args(
+        ["--out", "x", "--target-max-repetition", "0.6"]))
+    assert recipe == dataclasses.replace(Recipe(), target_max_repetition=0.6)
+    again, _ = recipe_from_args(parser().parse_args(["--out", "x", "--stage", "target",
+                                                     *shared]))
+    assert again == recipe
+    assert recipe_from_args(parser().parse_args(["--out", "x"])) == \
+        (Recipe(), ["--size", "small"])
+    calls = []
+    monkeypatch.setattr(stages, "train_target", lambda *a, **kw: calls.append(kw) or {})
+    stages.target(tmp_path, recipe, tmp_path / "tokenizer.json", "cpu")
+    stages.target(tmp_path, Recipe(), tmp_path / "tokenizer.json", "cpu")
+    assert [kw["max_repetition"] for kw in calls] == [0.6, None]
 
 
 def test_base_recipe_trains_the_measured_target():
