@@ -117,7 +117,7 @@ if [ -n "$micro" ]; then
   DSPARK=(--max-minutes 0.05 --dflash-minutes 0.05 --prompts 2 --max-new 12)
   SELFSPEC=(--minutes 0.05 --batch 4 --seq-len 48 --eval-prompts 2 --eval-max-new 12
             --prompt-len 8 24 --max-files 40)
-  ACC=(num_prompts=2 max_new_tokens=12 max_files=40 "prompt_len=[8,24]")
+  ACC=(num_prompts=2 max_new_tokens=12 max_files=40 "prompt_len=[8,24]" prompts=corpus)
   CAL=(model=toy --quick --device cpu)
   VAL=(model=toy --device cpu --concurrency 1,2 --blocks 4 --repeats 1 --prompt 16
        --new-tokens 8)
