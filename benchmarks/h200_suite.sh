@@ -38,10 +38,14 @@
 #                and 1, and their paired difference (experiments/acceptance_compare.py), also
 #                by repetition stratum; the base pair's block-size study (table 8)
 #                (~3 min; after base-drafters)
-#       loops    a small target trained on a de-duplicated split (train files whose token
-#                4-gram repetition is above 0.6 dropped: does it loop less at T = 0?) and its
-#                data, as the recipe's stages 1 (~8 min; beside base on the same machine)
-#       loops-drafter its B = 16 drafter (8 min, beside base-drafters)
+#       loops    a small target trained on a de-duplicated split (the train files of highest
+#                token 4-gram repetition, a quarter of the tokens, dropped: does it loop less
+#                at T = 0?) and its data, as the recipe's stages 1 (~5 min). Alone on the
+#                GPU: trainers beside it get fewer steps in their wall budgets. The cut R
+#                comes from this machine's corpus (toy.train_target.repetition_cut; images
+#                differ: one H200 image's stdlib has no test/ package, where a fixed R = 0.6
+#                dropped 2 of 545 files), saved in artifacts/dedup/max_repetition
+#       loops-drafter its B = 16 drafter (8 min; alone, as the zoo's was trained)
 #       loops-eval its looping and validation loss against the zoo target's
 #                (experiments/target_loops.py, 1024 validation prompts), and its pair against
 #                the zoo pair's B = 16 drafter on 1024 prompts per split, also by repetition
@@ -104,7 +108,7 @@ micro=${3:-}
 A=artifacts/toy
 B=artifacts/base
 V=artifacts/dedup
-MAX_REP=0.6  # the de-duplication cut of the loops part (24% of the train tokens dropped)
+DROP_FRAC=0.25  # the loops part drops the most repetitive train files holding this share
 R=$out/r
 mkdir -p "$R"
 export PYTHONUNBUFFERED=1
@@ -272,14 +276,24 @@ case $part in
       study=block_size "hydra.run.dir=$R/acc_base_block_size" "${ACC[@]}"  # table 8 (34 s)
     ;;
   loops)
-    [ -z "$micro" ] && mkdir -p $V && cp -rn experiments/zoo/tokenizer $V/
+    mkdir -p $V
+    [ -z "$micro" ] && cp -rn experiments/zoo/tokenizer $V/
+    tok=experiments/zoo/tokenizer/tokenizer.json
+    [ -n "$micro" ] && tok=$V/tokenizer/tokenizer.json  # micro: the recipe's own, made first
+    [ -n "$micro" ] && python -m toy.recipe --out $V --stage tokenizer "${LOOPS1[@]}" >/dev/null
+    files=()
+    [ -n "$micro" ] && files=(--max-files 40)
+    python -m toy.train_target --repetition-cut $DROP_FRAC --tokenizer "$tok" "${files[@]}" \
+      >$V/max_repetition
+    echo "== max_repetition $(cat $V/max_repetition) (drop $DROP_FRAC of the train tokens)"
+    cp $V/max_repetition "$R/"
     OMP_NUM_THREADS=8 run recipe 570 python -m toy.recipe --out $V \
-      --target-max-repetition $MAX_REP "${LOOPS1[@]}"
+      --target-max-repetition "$(cat $V/max_repetition)" "${LOOPS1[@]}"
     for s in target data; do cp $V/$s/stage.json "$R/${s}_stage.json"; done
     ;;
   loops-drafter)
-    OMP_NUM_THREADS=4 run drafter 570 python -m toy.recipe --out $V --stage dflash-b16 \
-      --target-max-repetition $MAX_REP "${LOOPS2[@]}"
+    OMP_NUM_THREADS=8 run drafter 570 python -m toy.recipe --out $V --stage dflash-b16 \
+      --target-max-repetition "$(cat $V/max_repetition)" "${LOOPS2[@]}"
     cp $V/dflash-b16/stage.json "$R/dflash-b16_stage.json"
     ;;
   loops-eval)

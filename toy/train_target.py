@@ -10,9 +10,10 @@ best weights are kept. `--dropout P` adds residual and attention dropout while t
 without it the 30M `base` memorizes the split within a few hundred steps and ends at a
 worse validation loss than `small`; with P = 0.3 it beats it. `--max-repetition R`
 trains on the train files whose token 4-gram repetition is at most R (`drop_repetitive`:
-test files and tables repeat themselves, and a target trained on them loops); validation
-is never filtered. The
-model is a `transformers.Qwen3ForCausalLM` saved with `save_pretrained` (toy/hf_config.py:
+test files and tables repeat themselves, and a target trained on them may loop more);
+validation is never filtered. `--repetition-cut FRAC --tokenizer T` prints the R that drops
+the most repetitive files holding FRAC of the train tokens (`repetition_cut`: the same
+share on any stdlib installation). The model is a `transformers.Qwen3ForCausalLM` saved with `save_pretrained` (toy/hf_config.py:
 rope_theta also at the top level), so transformers 4.5x and 5.x and `reference.load_target`
 read it. Writes `metrics.json` (validation loss and perplexity, the validation curve, tokens
 seen, wall time) next to the weights.
@@ -117,6 +118,24 @@ def drop_repetitive(texts: list[str], tok, max_rep: float) -> tuple[list[str], d
     stats = {"train_files_kept": sum(keep), "train_files_dropped": len(keep) - sum(keep),
              "train_tokens_kept_frac": kept_tokens / total if total else 1.0}
     return [t for t, k in zip(texts, keep) if k], stats
+
+
+def repetition_cut(texts: list[str], tok, drop_frac: float) -> float:
+    """The R for `drop_repetitive` that drops the most repetitive files holding at most
+    `drop_frac` of the tokens: files taken from the most repetitive down while their tokens
+    fit, R the repetition of the first file that does not (a machine-independent rule: the
+    stdlib, and so the rate of its most repetitive files, differs between installations)."""
+    if not 0.0 <= drop_frac < 1.0:
+        raise ValueError(f"drop_frac must be in [0, 1), got {drop_frac}")
+    ids = [enc.ids for enc in tok.encode_batch(texts)]
+    if not ids:
+        raise ValueError("texts is empty")
+    total, dropped = sum(map(len, ids)), 0
+    for rate, n in sorted(((repetition(x), len(x)) for x in ids), reverse=True):
+        if dropped + n > drop_frac * total:
+            return rate
+        dropped += n
+    raise AssertionError("unreachable: drop_frac < 1 keeps a file")
 
 
 def random_windows(stream: torch.Tensor, batch: int, seq_len: int, gen: torch.Generator):
@@ -225,7 +244,7 @@ def train_target(size_name: str, out: Path, *, tokenizer_path: Path | None = Non
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, default=None, help="where the target goes (required)")
     ap.add_argument("--tokenizer", type=Path, default=None, help="reuse this tokenizer.json")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--max-files", type=int, default=None, help="cap corpus files (tests)")
@@ -235,7 +254,18 @@ def main() -> None:
                     help="residual and attention dropout while training")
     ap.add_argument("--max-repetition", type=float, default=None,
                     help="drop train files whose token 4-gram repetition is above this")
+    ap.add_argument("--repetition-cut", type=float, default=None, metavar="FRAC",
+                    help="print the --max-repetition that drops the most repetitive train "
+                         "files holding FRAC of the tokens (needs --tokenizer) and exit")
     args = ap.parse_args()
+    if args.repetition_cut is not None:
+        if args.tokenizer is None:
+            ap.error("--repetition-cut needs --tokenizer")
+        print(repetition_cut(read_texts("train", max_files=args.max_files),
+                             load_tokenizer(args.tokenizer), args.repetition_cut))
+        return
+    if args.out is None:
+        ap.error("--out is required")
     metrics = train_target(args.size, args.out, tokenizer_path=args.tokenizer, steps=args.steps,
                            max_files=args.max_files, seed=args.seed,
                            max_minutes=args.max_minutes, dropout=args.dropout,

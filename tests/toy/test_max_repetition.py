@@ -92,3 +92,21 @@ def test_unfiltered_target_records_none_and_nothing_else(micro):
     m = records["target"]["metrics"]
     assert m["max_repetition"] is None
     assert not {"train_files_kept", "train_files_dropped", "train_tokens_kept_frac"} & set(m)
+
+
+def test_repetition_cut_drops_the_most_repetitive_files_within_the_fraction():
+    """Four files, worked out by hand: a = one word 20 times (20 ids, rate 16/17), b = 4
+    words 5 times (20 ids, rate 1 - 4/17 = 13/17), c = 2 words 10 times (20 ids, rate
+    1 - 2/17 = 15/17), d = 20 distinct words (20 ids, rate 0). Sorted: a, c, b, d; each file
+    is a quarter of the tokens."""
+    tok = word_tokenizer()
+    texts = [" ".join(WORDS[:1] * 20), " ".join(WORDS[:4] * 5), " ".join(WORDS[:2] * 10),
+             " ".join(WORDS[:20])]
+    assert train_target_module.repetition_cut(texts, tok, 0.0) == pytest.approx(16 / 17)
+    assert train_target_module.repetition_cut(texts, tok, 0.3) == pytest.approx(15 / 17)
+    assert train_target_module.repetition_cut(texts, tok, 0.5) == pytest.approx(13 / 17)
+    assert train_target_module.repetition_cut(texts, tok, 0.75) == 0.0
+    kept, stats = drop_repetitive(texts, tok, train_target_module.repetition_cut(texts, tok, 0.5))
+    assert kept == texts[1::2] and stats["train_tokens_kept_frac"] == 0.5
+    with pytest.raises(ValueError, match="drop_frac"):
+        train_target_module.repetition_cut(texts, tok, 1.0)
