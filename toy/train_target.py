@@ -13,10 +13,11 @@ trains on the train files whose token 4-gram repetition is at most R (`drop_repe
 test files and tables repeat themselves, and a target trained on them may loop more);
 validation is never filtered. `--repetition-cut FRAC --tokenizer T` prints the R that drops
 the most repetitive files holding FRAC of the train tokens (`repetition_cut`: the same
-share on any stdlib installation). The model is a `transformers.Qwen3ForCausalLM` saved with `save_pretrained` (toy/hf_config.py:
-rope_theta also at the top level), so transformers 4.5x and 5.x and `reference.load_target`
-read it. Writes `metrics.json` (validation loss and perplexity, the validation curve, tokens
-seen, wall time) next to the weights.
+share on any stdlib installation). The model is a `transformers.Qwen3ForCausalLM` saved
+with `save_pretrained` (toy/hf_config.py: rope_theta also at the top level), so
+transformers 4.5x and 5.x and `reference.load_target` read it. Writes `metrics.json`
+(validation loss and perplexity, the validation curve, tokens seen, wall time) next to the
+weights.
 """
 
 from __future__ import annotations
