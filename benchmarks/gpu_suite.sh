@@ -4,7 +4,9 @@
 # compiled variants per kernel; or the GPU-only mutations of tests/mutation/catalog.py.
 # The tests run in 8 pytest-xdist processes (the H200 image has pytest-xdist; a test costs
 # mostly its Triton and inductor compiles, which are CPU work, and the machine has 16 cores);
-# WORKERS=0 runs them in one process.
+# WORKERS=0 runs them in one process. -v names every test as it ends, so a run cut short
+# still says which tests failed (pytest-xdist prints the failures' reports only at the end).
+# Run it alone on the GPU: beside other GPU work its tests run slower and hide the target.
 #
 #   bash benchmarks/gpu_suite.sh suite OUT        (target: under 3 minutes on an H200)
 #   bash benchmarks/gpu_suite.sh mutations OUT    (4 mutations, each its GPU tests)
@@ -21,7 +23,7 @@ export PYTHONUNBUFFERED=1
 case $part in
   suite)
     start=$(date +%s.%N)
-    HYPOTHESIS_PROFILE=gpu timeout 900 python -m pytest tests/kernels tests/reference -q \
+    HYPOTHESIS_PROFILE=gpu timeout 900 python -m pytest tests/kernels tests/reference -v -rfE \
       -n "${WORKERS:-8}" -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
     rc=$?
     end=$(date +%s.%N)
