@@ -38,18 +38,20 @@
 #                and 1, and their paired difference (experiments/acceptance_compare.py), also
 #                by repetition stratum; the base pair's block-size study (table 8)
 #                (~3 min; after base-drafters)
-#       loops    a small target trained on a de-duplicated split (the train files of highest
-#                token 4-gram repetition, a quarter of the tokens, dropped: does it loop less
-#                at T = 0?) and its data, as the recipe's stages 1 (~5 min). Alone on the
-#                GPU: trainers beside it get fewer steps in their wall budgets. The cut R
-#                comes from this machine's corpus (toy.train_target.repetition_cut; images
-#                differ: one H200 image's stdlib has no test/ package, where a fixed R = 0.6
-#                dropped 2 of 545 files), saved in artifacts/dedup/max_repetition
-#       loops-drafter its B = 16 drafter (8 min; alone, as the zoo's was trained)
-#       loops-eval its looping and validation loss against the zoo target's
-#                (experiments/target_loops.py, 1024 validation prompts), and its pair against
-#                the zoo pair's B = 16 drafter on 1024 prompts per split, also by repetition
-#                stratum (~3 min; after loops-drafter)
+#       loops    does a small target trained on a de-duplicated split loop less at T = 0?
+#                The train files of highest token 4-gram repetition, a quarter of the tokens,
+#                dropped (the cut R from this machine's corpus, toy.train_target
+#                --repetition-cut, saved in artifacts/dedup/max_repetition: images differ,
+#                one H200 image's stdlib has no test/ package); the recipe's target stage,
+#                then its looping and validation loss against the zoo target's
+#                (experiments/target_loops.py, 1024 validation prompts) (~3 min). Run the
+#                next three parts only if its repetition falls by more than the spread of
+#                two runs on the same data (0.04: benchmarks/toy/2026-12-01-dedup-target/)
+#       loops-data its drafter's training data, the recipe's data stage (~4 min)
+#       loops-drafter its B = 16 drafter (8 min; alone, as the zoo's were trained: trainers
+#                beside others get fewer steps in their wall budgets)
+#       loops-eval its pair against the zoo pair's B = 16 drafter on 1024 prompts per split,
+#                paired, also by repetition stratum (~3 min)
 #       tree     tree verification (budgets 16-128) against the chain for the zoo and base
 #                pairs, 1024 committed test prompts, T = 0 and 1 (~2 min; after
 #                base-drafters)
@@ -77,7 +79,7 @@ if [ "$1" = post ]; then
   shift 2
   mkdir -p "$dest"
   for part in world engine drafters ablations depth base base-drafters base-eval loops \
-      loops-drafter loops-eval tree train selfspec timing tests; do
+      loops-data loops-drafter loops-eval tree train selfspec timing tests; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -139,7 +141,6 @@ if [ -n "$micro" ]; then
   PAIRED=("${ACC[@]}")
   PROBE=(--block 16 --layers 1 --anchors 8 --batch 6 --steps 24 --lr 3e-3)
   LOOPS1=(--micro)
-  LOOPS2=(--micro)
   LOOP_N=(--num-prompts 4 --max-new-tokens 12 --device cpu)
   TREE=(--num-prompts 2 --max-new-tokens 12 --budgets 4,8 --device cpu)
 else
@@ -164,8 +165,7 @@ else
   # 0.25-0.38); one batch: 127 s for both pairs, batch 64 would take ~10 min
   PROBE=(--block 16 --batch 128 --steps 6000 --max-minutes 1.0)
   SERVE_ALL=()
-  LOOPS1=(--size small --budget-minutes 9)  # target 4 + data 3.5 minutes
-  LOOPS2=(--size small)
+  LOOPS1=(--size small)  # wall caps: target 4, data 3.5, drafter 8 minutes (target 67 s)
   LOOP_N=(--num-prompts 1024 --max-new-tokens 256 --device cuda --batch-size 1024)
   TREE=(--num-prompts 1024 --max-new-tokens 128 --budgets 16,32,64,128 --device cuda)
 fi
@@ -287,19 +287,25 @@ case $part in
       >$V/max_repetition
     echo "== max_repetition $(cat $V/max_repetition) (drop $DROP_FRAC of the train tokens)"
     cp $V/max_repetition "$R/"
-    OMP_NUM_THREADS=8 run recipe 570 python -m toy.recipe --out $V \
+    OMP_NUM_THREADS=8 run target 300 python -m toy.recipe --out $V --stage target \
       --target-max-repetition "$(cat $V/max_repetition)" "${LOOPS1[@]}"
-    for s in target data; do cp $V/$s/stage.json "$R/${s}_stage.json"; done
+    cp $V/target/stage.json "$R/target_stage.json"
+    [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/. $A/  # the zoo target
+    run target_loops 200 python -m experiments.target_loops --targets $A/target $V/target \
+      --out "$R/target_loops" "${LOOP_N[@]}"
+    ;;
+  loops-data)
+    OMP_NUM_THREADS=8 run data 300 python -m toy.recipe --out $V --stage data \
+      --target-max-repetition "$(cat $V/max_repetition)" "${LOOPS1[@]}"
+    cp $V/data/stage.json "$R/data_stage.json"
     ;;
   loops-drafter)
     OMP_NUM_THREADS=8 run drafter 570 python -m toy.recipe --out $V --stage dflash-b16 \
-      --target-max-repetition "$(cat $V/max_repetition)" "${LOOPS2[@]}"
+      --target-max-repetition "$(cat $V/max_repetition)" "${LOOPS1[@]}"
     cp $V/dflash-b16/stage.json "$R/dflash-b16_stage.json"
     ;;
   loops-eval)
     [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/. $A/  # the small pair
-    run target_loops 200 python -m experiments.target_loops --targets $A/target $V/target \
-      --out "$R/target_loops" "${LOOP_N[@]}"
     run acc_dedup 200 python -m experiments.acceptance artifacts=$V "drafters=[dflash-b16]" \
       "hydra.run.dir=$R/acc_dedup" "${PAIRED[@]}"
     run acc_toy 200 python -m experiments.acceptance artifacts=$A "drafters=[dflash-b16]" \
@@ -338,7 +344,8 @@ case $part in
     ;;
   *)
     echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters," \
-      "base-eval, loops, loops-drafter, loops-eval, tree, train, selfspec, timing, tests)" >&2
+      "base-eval, loops, loops-data, loops-drafter, loops-eval, tree, train, selfspec, timing," \
+      "tests)" >&2
     exit 2
     ;;
 esac
