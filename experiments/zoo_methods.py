@@ -5,7 +5,8 @@ committed test set (up to max_new_tokens or the end-of-text token; greedy, or sa
 `temperature`) with plain decoding and then with each method, built through the registry,
 and returns one row per method: tau (mean commit length per round, pooled over rounds)
 with 2 SE over requests, the paired difference to the first method with its 2 SE (same
-prompts), tau on the low-repetition stratum with its count, the outputs' repetition,
+prompts), tau on the low-repetition stratum with its count, tau by the output position
+where a round starts ([0, 64) and [64, max_new_tokens): length effects), the outputs' repetition,
 whether every output equals plain decoding (meaningful when greedy), the wall time, and the
 commit lengths per request.
 `table` renders the rows. Used by experiments/prompt_lookup.py and tree_budget.py.
@@ -23,6 +24,7 @@ from experiments.acceptance_stats import (
     low_repetition_tau,
     paired_difference,
     pooled_tau,
+    position_tau,
     repetition_rate,
     tau_standard_error,
 )
@@ -50,10 +52,13 @@ def compare(zoo: Path, methods: dict[str, MethodSpec], num_prompts: int,
         start = time.perf_counter()
         out = generate(target, prompts, proposer=build(spec, target), **kw)
         low = low_repetition_tau(out.accept_lengths, out.tokens)
+        early, late = position_tau(out.accept_lengths, ((0, 64), (64, max_new_tokens)))
         rows.append({"method": label, "spec": str(spec), "tau": pooled_tau(out.accept_lengths),
                      "tau_2se": 2 * tau_standard_error(out.accept_lengths),
                      "low_rep_tau": low["tau"], "low_rep_2se": 2 * low["tau_se"],
                      "low_rep_requests": low["requests"], "requests": len(prompts),
+                     "pos_tau": [early["tau"], late["tau"]],
+                     "pos_2se": [2 * early["tau_se"], 2 * late["tau_se"]],
                      "repetition": repetition_rate(out.tokens),
                      "lossless": out.tokens == plain.tokens,
                      "wall_s": time.perf_counter() - start,
@@ -78,13 +83,17 @@ def table(rows: list[dict], num_prompts: int, max_new_tokens: int,
              f"{LOW_REPETITION}.", "",
              "| method | tau ± 2 SE |"
              + (" vs first | paired diff ± 2 SE |" if baseline else "")
-             + " low-repetition tau ± 2 SE (requests) | lossless | wall s |",
-             "| --- | --- |" + (" --- | --- |" if baseline else "") + " --- | --- | --- |"]
+             + f" low-repetition tau ± 2 SE (requests) | tau [0, 64) | tau [64, {max_new_tokens})"
+             " | lossless | wall s |",
+             "| --- | --- |" + (" --- | --- |" if baseline else "") + " --- | --- | --- | --- |"
+             " --- |"]
     for r in rows:
         extra = (f" {r['tau'] / rows[0]['tau']:.2f}x | {r['diff_vs_first']:+.2f} ± "
                  f"{r['diff_2se']:.2f} |") if baseline else ""
         lines.append(f"| {r['method']} | {r['tau']:.2f} ± {r['tau_2se']:.2f} |{extra} "
                      f"{r['low_rep_tau']:.2f} ± {r['low_rep_2se']:.2f} "
-                     f"({r['low_rep_requests']} of {r['requests']}) | {r['lossless']} | "
+                     f"({r['low_rep_requests']} of {r['requests']}) | "
+                     + " | ".join(f"{t:.2f} ± {e:.2f}" for t, e in zip(r["pos_tau"], r["pos_2se"]))
+                     + f" | {r['lossless']} | "
                      f"{r['wall_s']:.0f} |")
     return "\n".join(lines) + "\n"

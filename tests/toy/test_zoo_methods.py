@@ -21,3 +21,7 @@ def test_prompt_lookup_and_tree_budget_run(tmp_path):
     rows = json.loads((tmp_path / "tb" / "results.json").read_text())["rows"]
     assert all(r["lossless"] for r in rows) and rows[0]["vs_chain"] == 1.0
     assert rows[1]["vs_chain"] == rows[1]["tau"] / rows[0]["tau"]
+    for r in rows:  # 12 new tokens: every round starts before output position 64
+        assert r["pos_tau"][0] == r["tau"] and r["pos_tau"][1] != r["pos_tau"][1]  # nan
+    text = (tmp_path / "tb" / "results.md").read_text()
+    assert "| tau [0, 64) | tau [64, 12) |" in text
