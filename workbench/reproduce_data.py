@@ -28,6 +28,7 @@ SERVE = "benchmarks/serve/2026-11-29-serve-bench-compiled-prefill/serve/serve_be
 DSPARK = "benchmarks/dspark/2026-11-29-dspark-vs-dflash/results.json"
 WHATIF = "experiments/dspark_whatif/results.csv"
 SELFSPEC = "benchmarks/selfspec/2026-11-29-zoo-target/metrics.json"
+ZOO_COMMITTED = "benchmarks/toy/2026-12-01-zoo-committed-cpu/t0_b16"
 
 
 def tau_at(
@@ -299,3 +300,21 @@ DATA_ENTRIES = [
         selfspec_toy,
     ),
 ]
+
+
+def toy_headline(folder: str = ZOO_COMMITTED) -> str:
+    """The zoo pair's loop-aware acceptance on the committed test set (B = 16, T = 0), from
+    an `experiments.acceptance` results.csv: tau over all outputs, on the low-repetition
+    stratum and by output position, each with 2 SE and its counts."""
+    with open(ROOT / folder / "results.csv", newline="") as f:
+        r = next(r for r in csv.DictReader(f) if r["drafter"] == "dflash-b16"
+                 and r["split"] == "test" and float(r["T"]) == 0.0)
+    two = {k: 2 * float(r[f"{k}_se"]) for k in ("tau", "tau_low_rep", "tau_pos0_64",
+                                                 "tau_pos64_256")}
+    return (f"the zoo pair (B = 16), {r['prompts']} committed test prompts, T = 0, <= 256 new "
+            f"tokens, on the CPU: tau {float(r['tau']):.2f} ± {two['tau']:.2f} over all "
+            f"outputs; {float(r['tau_low_rep']):.2f} ± {two['tau_low_rep']:.2f} over the "
+            f"{r['low_rep_requests']} outputs whose 4-gram repetition is below 0.3; "
+            f"{float(r['tau_pos0_64']):.2f} ± {two['tau_pos0_64']:.2f} for rounds starting in "
+            f"the first 64 output tokens and {float(r['tau_pos64_256']):.2f} ± "
+            f"{two['tau_pos64_256']:.2f} after them ({folder})")

@@ -153,3 +153,28 @@ def test_the_committed_report_lists_every_entry_and_its_runtime():
     md = (REPORT / "report.md").read_text()
     table = [line for line in md.splitlines() if line.startswith("| ")]
     assert len(table) == len(report["rows"]) + 2  # header, separator, one row per entry
+
+
+def test_toy_headline_quotes_tau_overall_low_repetition_and_by_position(tmp_path, monkeypatch):
+    """A results.csv row written by hand: every number of the sentence is that row's, with
+    2 SE = twice the row's SE (the B = 8 and T = 1 rows are other cells, not quoted)."""
+    cols = ["drafter", "split", "T", "prompts", "tau", "tau_se", "tau_low_rep",
+            "tau_low_rep_se", "low_rep_requests", "tau_pos0_64", "tau_pos0_64_se",
+            "tau_pos64_256", "tau_pos64_256_se"]
+    rows = [["dflash-b8", "test", "0.0", "9", "9", "1", "9", "1", "9", "9", "1", "9", "1"],
+            ["dflash-b16", "test", "1.0", "9", "8", "1", "8", "1", "8", "8", "1", "8", "1"],
+            ["dflash-b16", "test", "0.0", "1024", "3.5", "0.05", "3.25", "0.4", "42", "2.4",
+             "0.03", "4.75", "0.1"]]
+    (tmp_path / "acc").mkdir()
+    (tmp_path / "acc" / "results.csv").write_text(
+        "\n".join(",".join(r) for r in [cols, *rows]) + "\n")
+    monkeypatch.setattr(reproduce_data, "ROOT", tmp_path)
+    text = reproduce_data.toy_headline("acc")
+    assert "1024 committed test prompts" in text and "tau 3.50 ± 0.10 over all" in text
+    assert "3.25 ± 0.80 over the 42 outputs" in text
+    assert "2.40 ± 0.06 for rounds starting in the first 64" in text and "4.75 ± 0.20 after" in text
+
+
+def test_the_committed_report_gives_the_loop_aware_headline():
+    md = (REPORT / "report.md").read_text()
+    assert f"The loop-aware headline: {reproduce_data.toy_headline()}." in md
