@@ -317,4 +317,5 @@ def toy_headline(folder: str = ZOO_COMMITTED) -> str:
             f"{r['low_rep_requests']} outputs whose 4-gram repetition is below 0.3; "
             f"{float(r['tau_pos0_64']):.2f} ± {two['tau_pos0_64']:.2f} for rounds starting in "
             f"the first 64 output tokens and {float(r['tau_pos64_256']):.2f} ± "
-            f"{two['tau_pos64_256']:.2f} after them ({folder})")
+            f"{two['tau_pos64_256']:.2f} after them ({folder}; its README says what the "
+            f"low-repetition stratum holds)")
