@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 from workbench.__main__ import main
 
@@ -16,11 +15,10 @@ def test_serve_bench_cpu_smoke(tmp_path, capsys, tiny_dir, drafter_dir):
     (toy / "target").symlink_to(tiny_dir)
     (toy / "dflash-b16").symlink_to(drafter_dir)
     out = tmp_path / "bench"
-    start = time.perf_counter()
     rc = main(["serve-bench", "--target", "random:tiny", "--device", "cpu", "--concurrency",
                "1,3", "--prompt-len", "12", "--max-new-tokens", "20", "--block-size", "8",
                "--requests-per-client", "2", "--toy", str(toy), "--out", str(out)])
-    assert rc == 0 and time.perf_counter() - start < 60
+    assert rc == 0
     doc = json.loads((out / "serve_bench.json").read_text())
     assert doc["meta"]["git_sha"] and doc["meta"]["gpu"]
     rows = doc["rows"]
