@@ -12,7 +12,8 @@
 #   bash benchmarks/gpu_suite.sh mutations OUT    (4 mutations, each its GPU tests)
 #
 # suite: OUT gets pytest_gpu.txt (pytest's output: results, the 25 slowest tests, compiled
-# variants per Triton kernel) and gpu_suite.json (wall seconds, exit status, counts, stamp).
+# variants per Triton kernel), tests.tsv (each test's outcome and seconds, written as it
+# ends) and gpu_suite.json (wall seconds, exit status, counts, stamp).
 # mutations: OUT gets mutation_gpu/ (results.json, results.md) and mutation_gpu.log.
 # On a copy of the tree without .git, set GIT_SHA for the stamp.
 set -u
@@ -23,7 +24,8 @@ export PYTHONUNBUFFERED=1
 case $part in
   suite)
     start=$(date +%s.%N)
-    HYPOTHESIS_PROFILE=gpu timeout 900 python -m pytest tests/kernels tests/reference -v -rfE \
+    WORKBENCH_TEST_LOG="$out/tests.tsv" HYPOTHESIS_PROFILE=gpu timeout 900 \
+      python -m pytest tests/kernels tests/reference -v -rfE \
       -n "${WORKERS:-8}" -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
     rc=$?
     end=$(date +%s.%N)

@@ -102,9 +102,16 @@ def _compiled_variants() -> dict[str, int]:
 _COUNTS_DIR = "WORKBENCH_TRITON_COUNTS_DIR"  # where pytest-xdist workers leave their counts
 
 
+_LOGS_TESTS = True  # False in a pytest-xdist controller: its workers log their own tests
+
+
 def pytest_configure(config):
     """On CUDA, in the controller of a pytest-xdist run: a folder for the workers' counts
-    (workers inherit the environment when they start, after this hook)."""
+    (workers inherit the environment when they start, after this hook). Whether this
+    process writes WORKBENCH_TEST_LOG lines (`pytest_runtest_logreport`)."""
+    global _LOGS_TESTS
+    _LOGS_TESTS = hasattr(config, "workerinput") or not getattr(config.option, "numprocesses",
+                                                                 None)
     if HAS_CUDA and not hasattr(config, "workerinput") and _COUNTS_DIR not in os.environ:
         import tempfile
 
@@ -120,6 +127,18 @@ def pytest_sessionfinish(session):
 
         path = Path(os.environ[_COUNTS_DIR]) / f"{worker['workerid']}.json"
         path.write_text(json.dumps(_compiled_variants()))
+
+
+def pytest_runtest_logreport(report):
+    """With WORKBENCH_TEST_LOG set (benchmarks/gpu_suite.sh): one line per test phase that
+    ran or failed, "nodeid<TAB>phase<TAB>outcome<TAB>seconds", appended as it ends, so a run
+    cut by a time limit still says which tests failed and where the time went (appends
+    from pytest-xdist workers are single short writes)."""
+    path = os.environ.get("WORKBENCH_TEST_LOG")
+    if path and _LOGS_TESTS and (report.when == "call" or report.outcome != "passed"):
+        with open(path, "a") as f:
+            f.write(f"{report.nodeid}\t{report.when}\t{report.outcome}\t"
+                    f"{report.duration:.2f}\n")
 
 
 def pytest_terminal_summary(terminalreporter, config):
