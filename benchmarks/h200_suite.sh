@@ -63,7 +63,9 @@
 #       tests    the GPU test suite (benchmarks/gpu_suite.sh: tests/kernels and tests/reference
 #                under HYPOTHESIS_PROFILE=gpu, timed), first on every machine that measures,
 #                its output committed beside the part's data (~3 min)
-# Run a part when its inputs change (results: benchmarks/README.md lists every run).
+# Run a part when its inputs change (results: benchmarks/README.md lists every run). Run the
+# parts one at a time: beside another part a trainer gets fewer steps in its wall budget and
+# an evaluation can pass its time limit (benchmarks/toy/2026-12-01-base-pair-contended/).
 # OUT: where results go; each part packs them as a few .tgz chunks of at most 15 MB.
 # `micro` runs every command at CPU-test scale, to check the runbook itself on a machine
 # without a GPU.
