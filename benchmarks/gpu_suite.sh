@@ -24,8 +24,8 @@ export PYTHONUNBUFFERED=1
 case $part in
   suite)
     start=$(date +%s.%N)
-    WORKBENCH_TEST_LOG="$out/tests.tsv" HYPOTHESIS_PROFILE=gpu timeout 900 \
-      python -m pytest tests/kernels tests/reference -v -rfE \
+    HYPOTHESIS_PROFILE=gpu timeout 900 python -m pytest tests/kernels tests/reference -v -rfE \
+      --test-log "$out/tests.tsv" \
       -n "${WORKERS:-8}" -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
     rc=$?
     end=$(date +%s.%N)

@@ -102,16 +102,22 @@ def _compiled_variants() -> dict[str, int]:
 _COUNTS_DIR = "WORKBENCH_TRITON_COUNTS_DIR"  # where pytest-xdist workers leave their counts
 
 
-_LOGS_TESTS = True  # False in a pytest-xdist controller: its workers log their own tests
+_TEST_LOG: str | None = None  # --test-log, in the processes that write it
+
+
+def pytest_addoption(parser):
+    parser.addoption("--test-log", default=None, metavar="PATH",
+                     help="append each test's outcome and seconds to PATH as it ends")
 
 
 def pytest_configure(config):
     """On CUDA, in the controller of a pytest-xdist run: a folder for the workers' counts
     (workers inherit the environment when they start, after this hook). Whether this
-    process writes WORKBENCH_TEST_LOG lines (`pytest_runtest_logreport`)."""
-    global _LOGS_TESTS
-    _LOGS_TESTS = hasattr(config, "workerinput") or not getattr(config.option, "numprocesses",
-                                                                 None)
+    process writes --test-log lines (`pytest_runtest_logreport`; in a pytest-xdist run the
+    workers do, not the controller, which receives the same reports)."""
+    global _TEST_LOG
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        _TEST_LOG = config.getoption("--test-log")
     if HAS_CUDA and not hasattr(config, "workerinput") and _COUNTS_DIR not in os.environ:
         import tempfile
 
@@ -130,12 +136,12 @@ def pytest_sessionfinish(session):
 
 
 def pytest_runtest_logreport(report):
-    """With WORKBENCH_TEST_LOG set (benchmarks/gpu_suite.sh): one line per test phase that
-    ran or failed, "nodeid<TAB>phase<TAB>outcome<TAB>seconds", appended as it ends, so a run
-    cut by a time limit still says which tests failed and where the time went (appends
-    from pytest-xdist workers are single short writes)."""
-    path = os.environ.get("WORKBENCH_TEST_LOG")
-    if path and _LOGS_TESTS and (report.when == "call" or report.outcome != "passed"):
+    """With --test-log PATH (benchmarks/gpu_suite.sh): one line per test phase that ran or
+    failed, "nodeid<TAB>phase<TAB>outcome<TAB>seconds", appended as it ends, so a run cut by
+    a time limit still says which tests failed and where the time went (appends from
+    pytest-xdist workers are single short writes)."""
+    path = _TEST_LOG
+    if path and (report.when == "call" or report.outcome != "passed"):
         with open(path, "a") as f:
             f.write(f"{report.nodeid}\t{report.when}\t{report.outcome}\t"
                     f"{report.duration:.2f}\n")
