@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from itertools import accumulate
 
+from common.repetition import repetition_rate
 from common.survival import conditional, empirical_survival
 
 LOW_REPETITION = 0.3  # an output is in the low-repetition stratum below this repetition
@@ -48,19 +49,6 @@ def acceptance_curves(accept_lengths: list[list[int]], block_size: int) -> dict:
     return {"tau": sum(commits) / n, "tau_se": tau_standard_error(accept_lengths),
             "rounds": len(commits), "hist": hist,
             "survival": survival.tolist(), "alpha": alpha.tolist()}
-
-
-def repetition_rate(outputs: list[list[int]], n: int = 4) -> float:
-    """Fraction of the outputs' n-grams that already occurred earlier in the same output."""
-    seen_total = repeats = 0
-    for tokens in outputs:
-        seen = set()
-        for i in range(len(tokens) - n + 1):
-            gram = tuple(tokens[i : i + n])
-            repeats += gram in seen
-            seen.add(gram)
-            seen_total += 1
-    return repeats / max(seen_total, 1)
 
 
 def paired_difference(a: list[tuple[int, int]], b: list[tuple[int, int]]

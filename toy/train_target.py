@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from common.repetition import repetition_rate
 from toy.corpus import read_texts
 from toy.hf_config import save_pretrained
 from toy.tokenizer import EOT, MASK, encode_corpus, load_tokenizer, train_tokenizer
@@ -100,11 +101,9 @@ def lr_at(step: int, total: int, peak: float, warmup_frac: float = 0.04) -> floa
 
 
 def repetition(ids: list[int], n: int = 4) -> float:
-    """Fraction of a sequence's n-grams equal to an earlier n-gram of it: (n-grams - distinct
-    n-grams) / n-grams; 0 with fewer than n ids. The measure of
-    experiments/acceptance_stats.py's `repetition_rate`, on one training file."""
-    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
-    return (len(grams) - len(set(grams))) / len(grams) if grams else 0.0
+    """One training file's `repetition_rate` (common/repetition.py): its n-grams equal to
+    an earlier n-gram of it, over its n-grams; 0 with fewer than n ids."""
+    return repetition_rate([ids], n)
 
 
 def drop_repetitive(texts: list[str], tok, max_rep: float) -> tuple[list[str], dict]:
