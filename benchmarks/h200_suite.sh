@@ -55,6 +55,9 @@
 #       tree     tree verification (budgets 16-128) against the chain for the zoo and base
 #                pairs, 1024 committed test prompts, T = 0 and 1 (~2 min; after
 #                base-drafters)
+#       tree-engine what a tree round costs against a chain round on Qwen3-8B shapes (bs 1,
+#                4, 16, 64; budgets 16-128): forward and round times, ops per round, the
+#                break-even budget, the top kernels of AR, chain and N = 64 tree verify (~4 min)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it runs out of GPU memory); the toy data first when
 #                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
@@ -81,7 +84,7 @@ if [ "$1" = post ]; then
   shift 2
   mkdir -p "$dest"
   for part in world engine drafters ablations depth base base-drafters base-eval loops \
-      loops-data loops-drafter loops-eval tree train selfspec timing tests; do
+      loops-data loops-drafter loops-eval tree tree-engine train selfspec timing tests; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -145,6 +148,7 @@ if [ -n "$micro" ]; then
   LOOPS1=(--micro)
   LOOP_N=(--num-prompts 4 --max-new-tokens 12 --device cpu)
   TREE=(--num-prompts 2 --max-new-tokens 12 --budgets 4,8 --device cpu)
+  TREE_ENGINE=(--device cpu --preset tiny --batch-sizes 1 --budgets 16 --reps 1 --context 64)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
   DRAFT=(--size small --budget-minutes 10.5)  # a gate: drafters 8.5 planned, eval 1.5 (6 s measured)
@@ -170,6 +174,7 @@ else
   LOOPS1=(--size small)  # wall caps: target 4, data 3.5, drafter 8 minutes (target 67 s)
   LOOP_N=(--num-prompts 1024 --max-new-tokens 256 --device cuda --batch-size 1024)
   TREE=(--num-prompts 1024 --max-new-tokens 128 --budgets 16,32,64,128 --device cuda)
+  TREE_ENGINE=()
 fi
 
 run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
@@ -327,6 +332,10 @@ case $part in
       done
     done
     ;;
+  tree-engine)
+    run tree_engine 400 python -m experiments.tree_engine --profile \
+      --out "$R/tree_engine.json" "${TREE_ENGINE[@]}"
+    ;;
   selfspec)
     [ -z "$micro" ] && [ ! -f $A/data/train.safetensors ] && toy_data data
     OMP_NUM_THREADS=8 run selfspec 300 python -m toy.train_selfspec --recipe $A \
@@ -346,7 +355,8 @@ case $part in
     ;;
   *)
     echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters," \
-      "base-eval, loops, loops-data, loops-drafter, loops-eval, tree, train, selfspec, timing," \
+      "base-eval, loops, loops-data, loops-drafter, loops-eval, tree, tree-engine, train," \
+      "selfspec, timing," \
       "tests)" >&2
     exit 2
     ;;

@@ -13,9 +13,13 @@ tokens), in one run:
   measured on the toy zoo pair (experiments/tree_budget/results.json, greedy): a round's
   shapes do not depend on what is accepted, so this is what decoding at that acceptance
   gives; `--tau` sets tau_chain;
-- the break-even budget: the largest N whose tok/s is at least the chain's.
+- the break-even budget: the largest N whose tok/s is at least the chain's;
+- ops: the aten ops of one round run eagerly (reference/op_count.py), the kernels a round's
+  CUDA graphs hold; a tree's count over the chain's is what building, masking, accepting
+  and compacting it adds, each op a few microseconds of a graph replay.
 
-`--profile` adds the top kernels of the batch-1 AR step and chain verify forward. Prints a
+`--profile` adds the top kernels of the batch-1 AR step, chain verify and N = 64 tree
+verify forwards. Prints a
 table and writes `--out` JSON. On the CPU (`--device cpu --preset tiny`) it is a smoke run.
 """
 
@@ -28,9 +32,11 @@ from pathlib import Path
 import torch
 
 from common.stamps import stamp
-from reference.engine import DecodeBatch, Engine
+from reference.cuda_graphs import GraphCache
+from reference.engine import DecodeBatch, Engine, Runtime
 from reference.methods import MethodSpec, build
 from reference.model import ForwardBatch
+from reference.op_count import OpCount
 from reference.tree import Tree, build_tree, verify_tree
 from reference.verify import Sampling
 from workbench.calib_gpu import Bench
@@ -82,29 +88,35 @@ def _forward_call(bench: Bench, rows: list[int], tokens: int, kv: int, budget: i
     return fn, ids, positions, cache_loc, req_rows, prefix + tokens
 
 
-def _round(bench: Bench, rows: list[int], kv: int, budget: int | None) -> float:
-    """Seconds of one engine round (chain when budget is None), back-to-back replays."""
+def _round(bench: Bench, rows: list[int], kv: int, budget: int | None) -> tuple[float, int]:
+    """(seconds of one engine round, back-to-back replays; its aten ops run eagerly), the
+    chain when budget is None."""
     spec = MethodSpec.of("dflash", weights_of=bench.drafters[16], block_size=16,
                          **({} if budget is None else {"tree_budget": budget}))
-    proposer = build(spec, bench.target)
-    engine = Engine(bench.target, proposer, bench.rt, Sampling(), 0)
     n, dev = len(rows), bench.dev
     batch = DecodeBatch(torch.randint(0, bench.target.config.vocab_size, (n,), device=dev),
                         torch.full((n,), kv, dtype=torch.int64, device=dev),
                         torch.as_tensor(rows, device=dev), torch.ones(n, dtype=torch.int64,
                                                                       device=dev), n)
-    return bench.seconds(lambda: engine.round(batch))
+    eager = Engine(bench.target, build(spec, bench.target),
+                   Runtime(bench.rt.pool, GraphCache(dev, enabled=False)), Sampling(), 0)
+    with torch.inference_mode(), OpCount() as count:
+        eager.round(batch)
+    engine = Engine(bench.target, build(spec, bench.target), bench.rt, Sampling(), 0)
+    return bench.seconds(lambda: engine.round(batch)), count.ops
 
 
 def _profile(bench: Bench, rows: list[int], kv: int) -> dict[str, list]:
-    """Top kernels (name, us per call, calls per forward) of the bs-1 AR step and chain
-    verify, run eagerly (kernel times as in the graph, launch gaps not counted)."""
+    """Top kernels (name, us per call, calls per forward) of the bs-1 AR step, chain verify
+    and N = 64 tree verify (its ancestor mask included), run eagerly (kernel times as in the
+    graph, launch gaps not counted)."""
     from torch.profiler import ProfilerActivity, profile
 
     act = ProfilerActivity.CUDA if bench.cuda else ProfilerActivity.CPU
     out = {}
-    for name, tokens in (("ar_step", 1), ("chain_verify", 16)):
-        fn, *inputs = _forward_call(bench, rows, tokens, kv, None)
+    for name, tokens, budget in (("ar_step", 1, None), ("chain_verify", 16, None),
+                                 ("tree_verify_64", 64, 64)):
+        fn, *inputs = _forward_call(bench, rows, tokens, kv, budget)
         for _ in range(3):
             fn(*inputs)  # warm: compilation, tuning
         with profile(activities=[act]) as prof:
@@ -138,7 +150,7 @@ def main(argv=None) -> None:
                   budget_s=1e9, compile_layers=a.device == "cuda")
     result = {**stamp(), "args": vars(a), "ratios": ratios, "rows": []}
     print(f"{'bs':>3} {'what':>10} {'fwd ms':>8} {'x AR':>6} {'x B16':>6} {'round ms':>9} "
-          f"{'tau':>5} {'tok/s':>8} {'x chain':>7}")
+          f"{'tau':>5} {'tok/s':>8} {'x chain':>7} {'ops':>5}")
     for bs in (int(x) for x in a.batch_sizes.split(",")):
         with bench.rows(bs, a.context + 160) as rows:
             ar = _forward(bench, rows, 1, a.context, None)
@@ -148,16 +160,16 @@ def main(argv=None) -> None:
                       for n in budgets]
             chain_tok_s = None
             for what, n, fwd, tau in cases:
-                rnd = _round(bench, rows, a.context, n)
+                rnd, ops = _round(bench, rows, a.context, n)
                 tok_s = bs * tau / rnd
                 chain_tok_s = chain_tok_s or tok_s
                 row = {"bs": bs, "what": what, "budget": n, "forward_ms": fwd * 1e3,
                        "ar_step_ms": ar * 1e3, "round_ms": rnd * 1e3, "tau": tau,
-                       "tok_s": tok_s, "vs_chain": tok_s / chain_tok_s}
+                       "tok_s": tok_s, "vs_chain": tok_s / chain_tok_s, "ops": ops}
                 result["rows"].append(row)
                 print(f"{bs:>3} {what:>10} {fwd * 1e3:>8.3f} {fwd / ar:>6.2f} "
                       f"{fwd / chain_fwd:>6.2f} {rnd * 1e3:>9.3f} {tau:>5.2f} {tok_s:>8.1f} "
-                      f"{tok_s / chain_tok_s:>7.2f}")
+                      f"{tok_s / chain_tok_s:>7.2f} {ops:>5}")
             even = [r["budget"] for r in result["rows"]
                     if r["bs"] == bs and r["budget"] and r["vs_chain"] >= 1.0]
             result.setdefault("break_even", {})[bs] = max(even) if even else None

@@ -26,7 +26,14 @@ import torch
 
 from reference.dflash import DFlashProposer, Drafter, draft_forward
 from reference.model import ForwardBatch, Target
-from reference.tree import Tree, accept_greedy, build_tree, compact_path, verify_tree
+from reference.tree import (
+    Tree,
+    accept_greedy,
+    ancestors,
+    build_tree,
+    compact_path,
+    verify_tree,
+)
 from reference.verify import target_probs
 
 
@@ -58,49 +65,50 @@ class DFlashTreeProposer(DFlashProposer):
 
     def _draft_and_verify(self, rows, prefix_lens, pending):
         """Draft, build the tree, verify it: (the target's choice (bs, N) i64 at greedy, else
-        logits (bs, N, V)), the tree's four (bs, N) tensors, and the captured states."""
+        logits (bs, N, V)), the tree's four (bs, N) tensors, its ancestor mask (bs, N, N),
+        the nodes' slots before the round (bs, N) i64, and the captured states."""
         log_q = self.draft_log_q(rows, prefix_lens, pending)
         tree = build_tree(pending, log_q, self.budget, self.top_k)
+        mask = ancestors(tree.parents, self.depth)
+        node_pos = prefix_lens[:, None] + torch.arange(self.budget, device=rows.device)
+        slots = self.pool.req_to_token[rows].long().gather(1, node_pos)
         logits, aux = verify_tree(self.target, self.pool, tree, rows, prefix_lens,
-                                  self.target_layer_ids, self.depth)
+                                  self.target_layer_ids, mask=mask)
         head = logits.argmax(dim=-1) if self.sampling.greedy else logits
-        return (head, *tree, aux)
+        return (head, *tree, mask, slots, aux)
 
-    def _accept_and_inject(self, choice, tokens, parents, depth, log_score, aux, rows,
-                           prefix_lens, valid):
-        """Accept against `choice` (bs, N) and inject the path's captured states at positions
-        prefix + depth, into the slots the path's nodes hold now (node i at table position
-        prefix + i; `compact_path` moves them there after this). Idempotent, as a graph's
-        warm-up calls require. Returns (commit_lens (bs,) i64, out_tokens (bs, B) i64,
-        path (bs, B) i64)."""
+    def _accept_and_inject(self, choice, tokens, parents, depth, log_score, mask, slots, aux,
+                           rows, prefix_lens, valid):
+        """Accept against `choice` (bs, N), inject the path's captured states at positions
+        prefix + depth into the slots its nodes held (`slots`), and move those slots there
+        (`compact_path`). Idempotent, as a graph's warm-up calls require: everything is
+        computed from the inputs, not from the table it rewrites. Returns (commit_lens (bs,)
+        i64, out_tokens (bs, B) i64)."""
         tree = Tree(tokens, parents, depth, log_score)
-        res = accept_greedy(tree, choice, self.depth)
+        res = accept_greedy(tree, choice, self.depth, mask)
         commit = (res.accept_lens + 1) * valid
         positions = prefix_lens[:, None] + torch.arange(self.depth + 1, device=rows.device)
         path = res.path.clamp(min=0)  # (bs, B) nodes of the accepted path, root first
         path_aux = aux.gather(1, path[:, :, None].expand(-1, -1, aux.shape[-1]))
-        loc = self.pool.req_to_token[rows].long().gather(1, prefix_lens[:, None] + path)
-        self._inject(path_aux.flatten(0, 1), positions.reshape(-1), loc.reshape(-1),
-                     commit.to(torch.int32))
+        self._inject(path_aux.flatten(0, 1), positions.reshape(-1),
+                     slots.gather(1, path).reshape(-1), commit.to(torch.int32))
+        compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, slots)
         drafted = tokens.gather(1, path[:, 1:])  # (bs, B-1) path tokens after the root
         out = torch.cat([drafted, torch.zeros_like(drafted[:, :1])], dim=1)
         out.scatter_(1, res.accept_lens[:, None], res.bonus[:, None])
-        return commit, out, res.path
+        return commit, out
 
     def run_round(self, rows, prefix_lens, pending, valid, live):
-        """Two CUDA graphs per (batch bucket, N): draft + tree + verify, then accept + inject;
-        at temperature > 0 the per-node samples are drawn between them, eagerly. The slot
-        permutation (`compact_path`) runs after them, outside any graph: it is not
-        idempotent, and a graph's capture calls its function more than once."""
+        """Two CUDA graphs per (batch bucket, N): draft + tree + verify, then accept + inject
+        + compaction; at temperature > 0 the per-node samples are drawn between them,
+        eagerly."""
         key = (id(self), self.budget, self.top_k, self.sampling.greedy)
-        head, *tree, aux = self.graphs.run(("tree_verify", key), self._draft_and_verify,
-                                           rows, prefix_lens, pending)
+        head, *tree, mask, slots, aux = self.graphs.run(
+            ("tree_verify", key), self._draft_and_verify, rows, prefix_lens, pending)
         if self.sampling.greedy:
             choice = head
         else:  # one sample from p per node, (bs, N)
             p = target_probs(head, self.sampling)
             choice = torch.multinomial(p.flatten(0, 1), 1, generator=self.gen).view(p.shape[:2])
-        commit, out, path = self.graphs.run(("tree_commit", key), self._accept_and_inject,
-                                            choice, *tree, aux, rows, prefix_lens, valid)
-        compact_path(self.pool.req_to_token, rows, prefix_lens, path, self.budget)
-        return commit, out
+        return self.graphs.run(("tree_commit", key), self._accept_and_inject, choice, *tree,
+                               mask, slots, aux, rows, prefix_lens, valid)

@@ -31,10 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from reference.loaders import load_target
 from reference.model import Target
+from reference.op_count import OpCount
 from toy.dense_blocks import dense_block_hidden
 from toy.draft_model import TrainableDrafter, drafter_config_dict, target_features
 from toy.eagle import dense_eagle_hidden
@@ -49,21 +49,6 @@ from toy.objective import (
 from toy.train_target import SIZES, qwen3_config
 
 VOCAB, BATCH, SEQ, ANCHORS, BLOCK = 512, 6, 64, 8, 16
-
-
-class OpCount(TorchDispatchMode):
-    """Counts aten calls that write memory: views (outputs aliasing an input without
-    writing it) are left out, in-place ops counted."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not any(r.alias_info is not None and not r.alias_info.is_write
-                   for r in func._schema.returns):
-            self.ops += 1
-        return func(*args, **(kwargs or {}))
 
 
 class StepProfile:

@@ -131,8 +131,8 @@ MUTATIONS = [
     dict(
         name="sim-constant-alpha-logit",
         file="simulator/acceptance.py",
-        original="return CurveAcceptance(n_slots, B, np.log(alpha / (1 - alpha)), 0.0, rng)",
-        replacement="return CurveAcceptance(n_slots, B, np.log(alpha), 0.0, rng)",
+        original="return CurveAcceptance(n_slots, B, np.log(alpha / (1 - alpha)) - drop, 0.0, rng)",
+        replacement="return CurveAcceptance(n_slots, B, np.log(alpha) - drop, 0.0, rng)",
         tests=["tests/simulator/test_acceptance.py"],
         why="constant alpha passed as log(alpha) instead of its logit",
     ),
@@ -444,18 +444,62 @@ MUTATIONS = [
     dict(
         name="tree-accept-orphan",
         file="reference/tree.py",
-        original="ok[:, i] = ok[rows, par] & match & (tree.parents[:, i] >= 0) & torch.isfinite(",
-        replacement="ok[:, i] = match & (tree.parents[:, i] >= 0) & torch.isfinite(",
+        original="accepted = ~(mask & ~ok[:, None, :]).any(dim=2)",
+        replacement="accepted = ok",
         tests=["tests/reference/test_tree.py"],
         why="a tree node is accepted although its parent was rejected",
     ),
     dict(
+        name="tree-accept-own-argmax",
+        file="reference/tree.py",
+        original="(tree.tokens == target_argmax.gather(1, tree.parents.clamp(min=0)))",
+        replacement="(tree.tokens == target_argmax)",
+        tests=["tests/reference/test_tree.py"],
+        why="a node's token is checked against the target's choice at the node, not its parent",
+    ),
+    dict(
         name="tree-compact-key-collision",
         file="reference/tree.py",
-        original="key = torch.where(depth_of >= 0, depth_of, nodes + node)",
-        replacement="key = torch.where(depth_of >= 0, depth_of, node)",
+        original="key = (nodes + node).expand(bs, -1).clone()",
+        replacement="key = node.expand(bs, -1).clone()",
         tests=["tests/reference/test_tree.py"],
         why="compaction's sort key lets off-path nodes overtake path nodes",
+    ),
+    dict(
+        name="tree-ancestors-one-doubling-short",
+        file="reference/tree.py",
+        original="for _ in range((n - 1 if max_depth is None else max_depth).bit_length()):",
+        replacement="for _ in range((n - 1 if max_depth is None else max_depth).bit_length() - 1):",
+        tests=["tests/reference/test_tree.py"],
+        why="the ancestor mask misses the deepest ancestors (pointer doubling one step short)",
+    ),
+    dict(
+        name="tree-parent-from-rank",
+        file="reference/tree.py",
+        original="c_parent = torch.where(level > 0, (level - 1) * m + pick // k, -1).flatten(1)",
+        replacement="c_parent = torch.where(level > 0, (level - 1) * m + pick % k, -1).flatten(1)",
+        tests=["tests/reference/test_tree.py"],
+        why="a candidate's parent is read from its token rank instead of its beam index",
+    ),
+    dict(
+        name="tree-inject-node-order",
+        file="reference/dflash_tree.py",
+        original="slots.gather(1, path).reshape(-1)",
+        replacement="slots[:, : path.shape[1]].reshape(-1)",
+        tests=["tests/reference/test_tree_verify.py"],
+        why="the accepted path's draft KV goes to the slots of nodes 0..d, not the path's",
+    ),
+    dict(
+        name="tree-compact-from-table",
+        file="reference/dflash_tree.py",
+        original="compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, slots)",
+        replacement="compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, "
+                    "self.pool.req_to_token[rows].long().gather(1, prefix_lens[:, None] "
+                    "+ torch.arange(slots.shape[1])))",
+        tests=["tests/reference/test_gpu.py"],
+        gpu_only=True,
+        why="compaction reads the table it rewrites: a CUDA graph's warm-up calls it twice, "
+            "so the path's slots are permuted twice",
     ),
     # kernels: oracles and kernels
     dict(

@@ -63,7 +63,8 @@ def test_tree_logits_are_each_paths_logits(target, hf_model, lens, depth, k, bud
                     torch.testing.assert_close(logits[b, i], want, rtol=1e-5, atol=1e-6)
             # greedy acceptance, compaction, then one plain decode step after the path
             res = accept_greedy(tree, logits.argmax(-1), depth)
-            compact_path(pool.req_to_token, rows_t, prefix, res.path, budget)
+            slots = pool.req_to_token[rows_t[:, None], prefix[:, None] + torch.arange(budget)]
+            compact_path(pool.req_to_token, rows_t, prefix, res.path, slots.long())
             nxt = prefix + res.accept_lens + 1  # position of the bonus token
             batch = ForwardBatch(nxt[:, None], pool.req_to_token[rows_t].long().gather(
                 1, nxt[:, None]), rows_t, nxt + 1)
@@ -168,6 +169,41 @@ def test_deep_trees_stay_lossless(target, drafter_dir, budget, top_k, hit):
     out = generate(target, prompts, proposer=tree, max_new_tokens=40, check=True)
     assert out.tokens == plain.tokens
     assert out.stats["tau"] > 1.5
+
+
+class RecordingOracle(OracleTree):
+    """OracleTree whose rounds also run the real drafter and keep its log q (depths 1..D) with
+    the round's prefix length and anchor: what the drafter saw of the injected context."""
+
+    seen: list
+
+    def draft_log_q(self, rows, prefix_lens, pending):
+        real = DFlashTreeProposer.draft_log_q(self, rows, prefix_lens, pending)
+        self.seen.append((int(prefix_lens[0]), int(pending[0]), real[0].clone()))
+        return super().draft_log_q(rows, prefix_lens, pending)
+
+
+def test_tree_rounds_inject_the_accepted_path(target, drafter_dir):
+    """After rounds whose accepted paths run through second and third siblings, the drafter
+    sees exactly the context a fresh prefill of the committed tokens gives it (the prefill's
+    injection is the chain's): each round's draft equals the first draft of a new request
+    whose prompt is everything committed before that round."""
+    g = torch.Generator().manual_seed(5)
+    prompt = torch.randint(0, target.config.vocab_size, (6,), generator=g).tolist()
+    plain = generate(target, [prompt], max_new_tokens=24).tokens[0]
+    seq = prompt + plain
+    drafter = load_dflash(drafter_dir, target).drafter
+    tree = RecordingOracle(drafter, target, [plain], 9, 3, 0.9, seed=5)
+    tree.seen = []
+    out = generate(target, [prompt], proposer=tree, max_new_tokens=24)
+    assert out.tokens[0] == plain
+    assert sum(c > 2 for c in out.accept_lengths[0]) >= 2  # paths of depth 2 and more
+    for prefix, anchor, log_q in tree.seen[1:]:
+        fresh = RecordingOracle(drafter, target, [seq[prefix:]], 9, 3, 0.9, seed=0)
+        fresh.seen = []
+        generate(target, [seq[:prefix]], proposer=fresh, max_new_tokens=2)
+        assert fresh.seen[0][:2] == (prefix, anchor)
+        torch.testing.assert_close(log_q, fresh.seen[0][2], rtol=1e-4, atol=1e-4)
 
 
 def test_tree_sampling_keeps_the_target_distribution(small_vocab, tmp_path):
