@@ -167,8 +167,9 @@ def compact_path(req_to_token: torch.Tensor, rows: torch.Tensor, prefix_lens: to
     key = (nodes + node).expand(bs, -1).clone()  # off the path: after it, in node order
     key.scatter_reduce_(1, path.clamp(min=0), torch.where(path >= 0, depth, 2 * nodes), "amin")
     perm = key.argsort(dim=1)  # (bs, N): new position j takes the slot of node perm[b, j]
-    req_to_token[rows[:, None], prefix_lens[:, None] + node] = \
-        slots.gather(1, perm).to(req_to_token.dtype)
+    flat = rows[:, None] * req_to_token.shape[1] + prefix_lens[:, None] + node  # (bs, N)
+    req_to_token.view(-1).scatter_(0, flat.flatten(),  # a plain scatter: graph-capturable
+                                   slots.gather(1, perm).flatten().to(req_to_token.dtype))
 
 
 def verify_tree(target: Target, pool, tree: Tree, rows: torch.Tensor,
