@@ -55,6 +55,9 @@
 #       tree     tree verification (budgets 16-128) against the chain for the zoo and base
 #                pairs, 1024 committed test prompts, T = 0 and 1 (~2 min; after
 #                base-drafters)
+#       commit-ab DFlash with and without EngineOptions.fused_commit (acceptance and the
+#                draft-KV injection inside the verify graph), bs 1 and 16, alternated twice:
+#                the round split and tok/s side by side (~8 min)
 #       tree-engine what a tree round costs against a chain round on Qwen3-8B shapes (bs 1,
 #                4, 16, 64; budgets 16-128): forward and round times, ops per round, the
 #                break-even budget, the top kernels of AR, chain and N = 64 tree verify (~4 min)
@@ -84,7 +87,8 @@ if [ "$1" = post ]; then
   shift 2
   mkdir -p "$dest"
   for part in world engine drafters ablations depth base base-drafters base-eval loops \
-      loops-data loops-drafter loops-eval tree tree-engine train selfspec timing tests; do
+      loops-data loops-drafter loops-eval tree tree-engine commit-ab train selfspec timing \
+      tests; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
   done
@@ -149,6 +153,8 @@ if [ -n "$micro" ]; then
   LOOP_N=(--num-prompts 4 --max-new-tokens 12 --device cpu)
   TREE=(--num-prompts 2 --max-new-tokens 12 --budgets 4,8 --device cpu)
   TREE_ENGINE=(--device cpu --preset tiny --batch-sizes 1 --budgets 16 --reps 1 --context 64)
+  COMMIT_AB=(--device cpu --preset tiny --batch-sizes 1 --prompt-len 16 --new-tokens 8
+             --hf-new-tokens 0)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
   DRAFT=(--size small --budget-minutes 10.5)  # a gate: drafters 8.5 planned, eval 1.5 (6 s measured)
@@ -175,6 +181,7 @@ else
   LOOP_N=(--num-prompts 1024 --max-new-tokens 256 --device cuda --batch-size 1024)
   TREE=(--num-prompts 1024 --max-new-tokens 128 --budgets 16,32,64,128 --device cuda)
   TREE_ENGINE=()
+  COMMIT_AB=(--batch-sizes 1,16 --hf-new-tokens 0)
 fi
 
 run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
@@ -332,6 +339,16 @@ case $part in
       done
     done
     ;;
+  commit-ab)
+    for i in 1 2; do
+      for side in unfused fused; do
+        flag=()
+        [ $side = fused ] && flag=(--fused-commit)
+        run "bench_${side}_$i" 150 python -m reference.bench --out "$R/bench_${side}_$i.json" \
+          "${COMMIT_AB[@]}" "${flag[@]}"
+      done
+    done
+    ;;
   tree-engine)
     run tree_engine 400 python -m experiments.tree_engine --profile \
       --out "$R/tree_engine.json" "${TREE_ENGINE[@]}"
@@ -355,9 +372,8 @@ case $part in
     ;;
   *)
     echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters," \
-      "base-eval, loops, loops-data, loops-drafter, loops-eval, tree, tree-engine, train," \
-      "selfspec, timing," \
-      "tests)" >&2
+      "base-eval, loops, loops-data, loops-drafter, loops-eval, tree, tree-engine, commit-ab," \
+      "train, selfspec, timing, tests)" >&2
     exit 2
     ;;
 esac

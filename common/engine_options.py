@@ -54,6 +54,12 @@ class EngineOptions:
     """Prefill through the torch.compile'd layer (dynamic shapes) instead of the eager one,
     to cut the host's launch cost of long prefills; off until it measures better."""
 
+    fused_commit: bool = False
+    """At greedy, a round's acceptance and the proposer's commit (DFlash: the draft-KV
+    injection) run inside the verify CUDA graph, for proposers whose commit is device work
+    only (`Proposer.commit_in_graph`): one graph launch where there were an eager Triton
+    launch and a second graph. Results are published after the commit instead of before."""
+
     gemv_tune: bool = True
     """Time the GEMV's candidate configs (and cuBLAS) on the first CUDA call of each shape
     and keep the fastest; off: the deterministic default config."""

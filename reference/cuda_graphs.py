@@ -9,7 +9,9 @@ outputs (e.g. the verify graph, captured with a first drafter, replaying over a 
 drafter's draft output; PyTorch shares a pool safely only between graphs replayed in capture
 order). Copy or consume what is kept (`torch.cat`, `.clone()`) before the next `run`;
 tests/toy/test_engine_drafts.py models this on the CPU. On the CPU, or when disabled, `run`
-simply calls the function, so the same engine code runs eagerly.
+simply calls the function, so the same engine code runs eagerly. A `run` inside a function
+being captured (a graphed step calling another graphed step) calls its function directly:
+its kernels become part of the outer graph.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class GraphCache:
     def __init__(self, device: torch.device | str, enabled: bool = True):
         self.enabled = enabled and torch.device(device).type == "cuda"
         self._graphs: dict = {}
+        self._inside = 0  # > 0 while a function is being warmed up or captured
         self._mempool = torch.cuda.graph_pool_handle() if self.enabled else None
 
     def run(self, key, fn: Callable, *inputs: torch.Tensor):
@@ -36,7 +39,7 @@ class GraphCache:
         later call with the same key and input shapes, so fn must then compute the same thing
         (the cache keeps the first fn, and what it refers to, alive).
         """
-        if not self.enabled:
+        if not self.enabled or self._inside:  # nested in a capture: part of the outer graph
             return fn(*inputs)
         full_key = (key, tuple((t.shape, t.dtype) for t in inputs))
         entry = self._graphs.get(full_key)
@@ -51,6 +54,13 @@ class GraphCache:
         return static_out
 
     def _capture(self, key, fn: Callable, inputs):
+        self._inside += 1
+        try:
+            return self._capture_inside(key, fn, inputs)
+        finally:
+            self._inside -= 1
+
+    def _capture_inside(self, key, fn: Callable, inputs):
         static_in = [t.clone() for t in inputs]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())

@@ -67,6 +67,8 @@ def draft_forward(drafter: Drafter, target: Target, block_ids: torch.Tensor,
 class DFlashProposer(Proposer):
     """Proposes with a DFlash drafter; injects committed context K/V into the draft pool."""
 
+    commit_in_graph = True  # the injection is one kv_materialize launch
+
     def __init__(self, drafter: Drafter, target: Target, block_size: int | None = None):
         cfg = drafter.config
         self.drafter, self.target = drafter, target

@@ -24,7 +24,7 @@ from reference.cuda_graphs import GraphCache
 from reference.device import Fence, to_device
 from reference.kv_pool import KVPool, KVShape
 from reference.model import ForwardBatch, Target
-from reference.proposers import Proposer, Round
+from reference.proposers import Proposal, Proposer, Round
 from reference.verify import Sampling, sample, verify_greedy, verify_sampling
 
 MEM_FRACTION = 0.85  # of device memory, for weights plus KV pool (SGLang's mem_fraction_static)
@@ -194,6 +194,8 @@ class Engine:
                         positions, cache_loc)
             proposal = self.proposer.propose(rnd)
             mark()
+            if self._fused_commit(proposal):
+                return self._verify_commit(rnd, proposal, kv_lens, valid, mark, on_publish)
             logits, aux = self.graphs.run(("verify", self.proposer.target_layer_ids),
                                           self._verify_fn, proposal.candidates, positions,
                                           cache_loc, batch.req_rows, kv_lens)
@@ -210,6 +212,40 @@ class Engine:
             if on_publish is not None:
                 on_publish(out)
             self.proposer.commit(rnd, aux, out.commit_lens)
+        mark()
+        return out
+
+    def _fused_commit(self, proposal: Proposal) -> bool:
+        """Acceptance and commit inside the verify graph (EngineOptions.fused_commit): at
+        greedy, for a proposer whose commit is device work only, over every drafted token."""
+        return (self.target.options.fused_commit and self.proposer.commit_in_graph
+                and self.sampling.greedy and proposal.q is None
+                and proposal.verify_lens is None)
+
+    def _verify_commit_fn(self, candidates, positions, cache_loc, req_rows, kv_lens,
+                          verified_id, prefix_lens, block_ids, valid):
+        """Verify, greedy acceptance and the proposer's commit as one graphed step: the
+        StepOutput's four tensors, padding rows zeroed."""
+        logits, aux = self._verify_fn(candidates, positions, cache_loc, req_rows, kv_lens)
+        res = verify_greedy(candidates, logits, prefix_lens)
+        commit_lens = res.commit_lens * valid.to(torch.int32)
+        self.proposer.commit(Round(verified_id, prefix_lens, req_rows, block_ids, positions,
+                                   cache_loc), aux, commit_lens)
+        return commit_lens, res.out_tokens, res.bonus * valid, res.new_seq_lens * valid
+
+    def _verify_commit(self, rnd: Round, proposal: Proposal, kv_lens: torch.Tensor,
+                       valid: torch.Tensor, mark: Callable[[], None],
+                       on_publish: Callable[[StepOutput], None] | None) -> StepOutput:
+        """The fused path of `round` after the draft: the verify phase's mark covers
+        acceptance and commit, whose own phases then measure ~0."""
+        key = ("verify_commit", self.proposer.target_layer_ids, id(self.proposer))
+        out = StepOutput(*self.graphs.run(
+            key, self._verify_commit_fn, proposal.candidates, rnd.positions, rnd.cache_loc,
+            rnd.req_rows, kv_lens, rnd.verified_id, rnd.prefix_lens, rnd.block_ids, valid))
+        mark()
+        mark()
+        if on_publish is not None:
+            on_publish(out)
         mark()
         return out
 

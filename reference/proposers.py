@@ -55,6 +55,10 @@ class Proposer:
         mask_token_id: id `prepare_block` writes at block positions 1..B-1.
         target_layer_ids: target layers whose outputs the engine captures (prefill, verify).
         draft_kv: K/V geometry the shared pool must hold for the proposer, or None.
+        owns_round: the proposer runs the whole round itself (`run_round`).
+        commit_in_graph: `commit` is device work only (no host state, no sync, the same
+            result when called twice), so the engine may run it inside the verify CUDA
+            graph (EngineOptions.fused_commit).
     """
 
     block_size: int = 1
@@ -62,6 +66,7 @@ class Proposer:
     target_layer_ids: tuple[int, ...] = ()
     draft_kv: KVShape | None = None
     owns_round: bool = False
+    commit_in_graph: bool = False
 
     def bind(self, target: Target, pool: KVPool, graphs, sampling: Sampling = GREEDY,
              gen: torch.Generator | None = None) -> None:

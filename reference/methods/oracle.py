@@ -87,6 +87,11 @@ class OracleProposer(Proposer):
         if self.shadow is not None:
             self.shadow.prefill(input_ids, batch, aux)
 
+    @property
+    def commit_in_graph(self) -> bool:
+        """Its commit is the shadow's (none without one)."""
+        return self.shadow is None or self.shadow.commit_in_graph
+
     def commit(self, rnd: Round, aux, commit_lens) -> None:
         if self.shadow is not None:
             self.shadow.commit(rnd, aux, commit_lens)

@@ -19,7 +19,7 @@ from reference.loaders import random_dflash, random_target
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False, unsplit_width=0,
-                fused_merge=False, compiled_prefill=False, gemv_tune=True,
+                fused_merge=False, compiled_prefill=False, fused_commit=False, gemv_tune=True,
                 gemv_tune_graph=True, gemv_cublas_fallback=True)
 
 
@@ -85,6 +85,33 @@ def test_flipping_the_kernel_switches_keeps_greedy_tokens():
         spec = generate(target, _prompts(), proposer=random_dflash("tiny", target),
                         max_new_tokens=8)
         assert spec.tokens == want
+
+
+def test_fused_commit_runs_acceptance_and_injection_in_the_verify_step(monkeypatch):
+    """fused_commit: DFlash's rounds go through the one verify-accept-commit step (counted),
+    with the tokens and commit lengths of the unfused rounds, and the serving loop's
+    overlap mode gives the same tokens; a sampling round keeps the unfused path."""
+    from reference.engine import Engine
+
+    calls = []
+    real = Engine._verify_commit_fn
+    monkeypatch.setattr(Engine, "_verify_commit_fn",
+                        lambda self, *a: calls.append(1) or real(self, *a))
+    base = random_target("tiny", dtype=torch.float32)
+    fused = random_target("tiny", dtype=torch.float32,
+                          options=EngineOptions(fused_commit=True))
+    kw = dict(max_new_tokens=24, stop_token_ids=(5,))
+    want = generate(base, _prompts(3), proposer=random_dflash("tiny", base), **kw)
+    assert not calls
+    for lookahead in (False, True):
+        got = generate(fused, _prompts(3), proposer=random_dflash("tiny", fused),
+                       lookahead=lookahead, check=True, **kw)
+        assert got.tokens == want.tokens and got.accept_lengths == want.accept_lengths
+    assert len(calls) >= 2 * len(want.accept_lengths[0])
+    calls.clear()
+    generate(fused, _prompts(3), proposer=random_dflash("tiny", fused), temperature=1.0,
+             **kw)
+    assert not calls
 
 
 def test_attention_switches_reach_every_attention_call(monkeypatch):

@@ -64,3 +64,23 @@ def test_cuda_tree_decoding_equals_greedy_in_sync_and_overlap(budget):
         assert out.tokens == plain.tokens
         assert sum(map(sum, out.accept_lengths)) / sum(map(len, out.accept_lengths)) > 2.0
     gpu.runtime.pool.check()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_fused_commit_keeps_tokens_and_rounds(tiny_dir, drafter_dir, dtype):
+    """EngineOptions.fused_commit on CUDA graphs: acceptance and the draft-KV injection
+    captured inside the verify graph (the injection's own graph nested in it) give the
+    tokens and commit lengths of the unfused rounds, in sync and overlap mode."""
+    from common.engine_options import EngineOptions
+
+    gpu = load_target(tiny_dir, device="cuda", dtype=dtype)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (5, 9, 3, 12, 1)]
+    want = generate(gpu, prompts, proposer=load_dflash(drafter_dir, gpu), max_new_tokens=40)
+    fused = gpu.with_options(EngineOptions(fused_commit=True))
+    for lookahead in (False, True):
+        got = generate(fused, prompts, proposer=load_dflash(drafter_dir, fused),
+                       max_new_tokens=40, lookahead=lookahead)
+        assert got.tokens == want.tokens and got.accept_lengths == want.accept_lengths
+    assert any(k[0][0] == "verify_commit" for k in fused.runtime.graphs._graphs)
+    fused.runtime.pool.check()
