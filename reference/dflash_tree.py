@@ -98,17 +98,22 @@ class DFlashTreeProposer(DFlashProposer):
         out.scatter_(1, res.accept_lens[:, None], res.bonus[:, None])
         return commit, out
 
+    def _greedy_round(self, rows, prefix_lens, pending, valid):
+        """A whole greedy round as one graphed step: (commit_lens, out_tokens)."""
+        head, *tree, mask, slots, aux = self._draft_and_verify(rows, prefix_lens, pending)
+        return self._accept_and_inject(head, *tree, mask, slots, aux, rows, prefix_lens, valid)
+
     def run_round(self, rows, prefix_lens, pending, valid, live):
-        """Two CUDA graphs per (batch bucket, N): draft + tree + verify, then accept + inject
-        + compaction; at temperature > 0 the per-node samples are drawn between them,
-        eagerly."""
-        key = (id(self), self.budget, self.top_k, self.sampling.greedy)
-        head, *tree, mask, slots, aux = self.graphs.run(
-            ("tree_verify", key), self._draft_and_verify, rows, prefix_lens, pending)
+        """One CUDA graph per (batch bucket, N) at greedy. At temperature > 0, two: draft +
+        tree + verify, then accept + inject + compaction, with the per-node samples drawn
+        between them, eagerly."""
+        key = (id(self), self.budget, self.top_k)
         if self.sampling.greedy:
-            choice = head
-        else:  # one sample from p per node, (bs, N)
-            p = target_probs(head, self.sampling)
-            choice = torch.multinomial(p.flatten(0, 1), 1, generator=self.gen).view(p.shape[:2])
+            return self.graphs.run(("tree_round", key), self._greedy_round, rows, prefix_lens,
+                                   pending, valid)
+        logits, *tree, mask, slots, aux = self.graphs.run(
+            ("tree_verify", key), self._draft_and_verify, rows, prefix_lens, pending)
+        p = target_probs(logits, self.sampling)  # one sample from p per node, (bs, N)
+        choice = torch.multinomial(p.flatten(0, 1), 1, generator=self.gen).view(p.shape[:2])
         return self.graphs.run(("tree_commit", key), self._accept_and_inject, choice, *tree,
                                mask, slots, aux, rows, prefix_lens, valid)
