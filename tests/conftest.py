@@ -1,11 +1,22 @@
-"""Test configuration: hypothesis profiles, the `gpu` marker, Triton's CPU interpreter, and
-(on CUDA) how many variants of each Triton kernel the session compiled.
+"""Test configuration: hypothesis profiles, the `gpu` marker, Triton's CPU interpreter, the
+cores each pytest-xdist worker may use, and (on CUDA) how many variants of each Triton kernel
+the session compiled.
 
 `TRITON_INTERPRET=1` must be set before triton is first imported, so it is set here, at
 collection time, whenever no CUDA device is present: every kernel test then runs on the CPU.
 """
 
 import os
+
+# Under pytest-xdist the worker processes share the machine's cores: each gets its share of
+# torch's intra-op threads and of inductor's compile workers (by default every process
+# would take all cores, and 8 GPU-suite workers on 16 cores would run 8x oversubscribed).
+# Set before torch is first imported, which reads them then.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+if _WORKERS > 1:
+    _SHARE = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    os.environ.setdefault("OMP_NUM_THREADS", _SHARE)
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", _SHARE)
 
 
 def _has_cuda() -> bool:
