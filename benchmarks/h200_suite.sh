@@ -56,8 +56,8 @@
 #                pairs, 1024 committed test prompts, T = 0 and 1 (~2 min; after
 #                base-drafters)
 #       commit-ab DFlash with and without EngineOptions.fused_commit (acceptance and the
-#                draft-KV injection inside the verify graph), bs 1 and 16, alternated twice:
-#                the round split and tok/s side by side (~8 min)
+#                draft-KV injection inside the verify graph) at bs 1, alternated twice:
+#                the round split and tok/s side by side (~5 min)
 #       tree-engine what a tree round costs against a chain round on Qwen3-8B shapes (bs 1,
 #                4, 16, 64; budgets 16-128): forward and round times, ops per round, the
 #                break-even budget, the top kernels of AR, chain and N = 64 tree verify (~4 min)
@@ -181,7 +181,7 @@ else
   LOOP_N=(--num-prompts 1024 --max-new-tokens 256 --device cuda --batch-size 1024)
   TREE=(--num-prompts 1024 --max-new-tokens 128 --budgets 16,32,64,128 --device cuda)
   TREE_ENGINE=()
-  COMMIT_AB=(--batch-sizes 1,16 --hf-new-tokens 0)
+  COMMIT_AB=(--batch-sizes 1 --hf-new-tokens 0)
 fi
 
 run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
