@@ -10,7 +10,7 @@
 # Run it alone on the GPU: beside other GPU work its tests run slower and hide the target.
 #
 #   bash benchmarks/gpu_suite.sh suite OUT        (target: under 3 minutes on an H200)
-#   bash benchmarks/gpu_suite.sh mutations OUT    (4 mutations, each its GPU tests)
+#   bash benchmarks/gpu_suite.sh mutations OUT    (5 mutations, each its GPU tests)
 #
 # suite: OUT gets pytest_gpu.txt (pytest's output: results, the 25 slowest tests, compiled
 # variants per Triton kernel), tests.tsv (each test's outcome and seconds, written as it
