@@ -501,6 +501,22 @@ MUTATIONS = [
         why="compaction reads the table it rewrites: a CUDA graph's warm-up calls it twice, "
             "so the path's slots are permuted twice",
     ),
+    dict(
+        name="graphs-nested-capture",
+        file="reference/cuda_graphs.py",
+        original="if not self.enabled or self._inside:",
+        replacement="if not self.enabled:",
+        tests=["tests/reference/test_graph_nesting.py"],
+        why="a graphed step run inside another's capture starts a capture of its own",
+    ),
+    dict(
+        name="engine-fused-commit-at-sampling",
+        file="reference/engine.py",
+        original="and self.sampling.greedy and proposal.q is None",
+        replacement="and proposal.q is None",
+        tests=["tests/reference/test_engine_options.py"],
+        why="fused_commit accepts greedily in a sampled run",
+    ),
     # kernels: oracles and kernels
     dict(
         name="kv-ref-no-eps",
