@@ -73,7 +73,7 @@ class DFlashTreeProposer(DFlashProposer):
         node_pos = prefix_lens[:, None] + torch.arange(self.budget, device=rows.device)
         slots = self.pool.req_to_token[rows].long().gather(1, node_pos)
         logits, aux = verify_tree(self.target, self.pool, tree, rows, prefix_lens,
-                                  self.target_layer_ids, mask=mask)
+                                  self.target_layer_ids, mask=mask, slots=slots)
         head = logits.argmax(dim=-1) if self.sampling.greedy else logits
         return (head, *tree, mask, slots, aux)
 

@@ -174,20 +174,22 @@ def compact_path(req_to_token: torch.Tensor, rows: torch.Tensor, prefix_lens: to
 
 def verify_tree(target: Target, pool, tree: Tree, rows: torch.Tensor,
                 prefix_lens: torch.Tensor, capture: tuple[int, ...] = (),
-                max_depth: int | None = None, mask: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                max_depth: int | None = None, mask: torch.Tensor | None = None,
+                slots: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One target forward over every tree's N nodes: logits (bs, N, V) and the captured
     layers (bs, N, K*H) or None.
 
     Node i is written at table position prefix + i (slots reserved up to prefix + N), rotated
     at token position prefix + depth_i, and sees the context and its own path (`ancestors`).
     rows, prefix_lens: (bs,) i64; pool: the engine's KVPool; max_depth: as `ancestors`;
-    mask: the tree's `ancestors` (bs, N, N), computed when None.
+    mask: the tree's `ancestors` (bs, N, N), and slots: the slots (bs, N) i64 of table
+    positions prefix .. prefix + N-1; each computed when None.
     """
     n = tree.tokens.shape[1]
     positions = prefix_lens[:, None] + torch.arange(n, device=rows.device)
-    cache_loc = pool.req_to_token[rows].long().gather(1, positions)
-    batch = ForwardBatch(positions, cache_loc, rows, prefix_lens + n)
+    if slots is None:
+        slots = pool.req_to_token[rows].long().gather(1, positions)
+    batch = ForwardBatch(positions, slots, rows, prefix_lens + n)
     mask = ancestors(tree.parents, max_depth) if mask is None else mask
     hidden, aux = target.forward(tree.tokens, batch, pool.req_to_token, pool.k, pool.v,
                                  capture=capture, rope_positions=prefix_lens[:, None] + tree.depth,

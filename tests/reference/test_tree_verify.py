@@ -176,7 +176,9 @@ class RecordingOracle(OracleTree):
     """OracleTree whose rounds also run the real drafter and keep its log q (depths 1..D) with
     the round's prefix length and anchor: what the drafter saw of the injected context."""
 
-    seen: list
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = []
 
     def draft_log_q(self, rows, prefix_lens, pending):
         real = DFlashTreeProposer.draft_log_q(self, rows, prefix_lens, pending)
@@ -195,13 +197,11 @@ def test_tree_rounds_inject_the_accepted_path(target, drafter_dir):
     seq = prompt + plain
     drafter = load_dflash(drafter_dir, target).drafter
     tree = RecordingOracle(drafter, target, [plain], 9, 3, 0.9, seed=5)
-    tree.seen = []
     out = generate(target, [prompt], proposer=tree, max_new_tokens=24)
     assert out.tokens[0] == plain
     assert sum(c > 2 for c in out.accept_lengths[0]) >= 2  # paths of depth 2 and more
     for prefix, anchor, log_q in tree.seen[1:]:
         fresh = RecordingOracle(drafter, target, [seq[prefix:]], 9, 3, 0.9, seed=0)
-        fresh.seen = []
         generate(target, [seq[:prefix]], proposer=fresh, max_new_tokens=2)
         assert fresh.seen[0][:2] == (prefix, anchor)
         torch.testing.assert_close(log_q, fresh.seen[0][2], rtol=1e-4, atol=1e-4)
