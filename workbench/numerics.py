@@ -89,3 +89,23 @@ def assert_two_x(actual, oracle_fp32, oracle_same_dtype, *, name: str = "output"
             f"{name} breaks the 2x rule (bound {bound:.3g} = 2 x {low_err:.3g} + eps): {rep}"
         )
     return rep
+
+
+def assert_adjacent(actual, expected, *, name: str = "output") -> Report:
+    """actual and expected, of one float dtype, are equal or neighbours: |a - e| <= one ulp
+    of max(|a|, |e|) in that dtype. This is what two computations that differ only in fp32
+    summation order before a single rounding to a 16-bit dtype may disagree by."""
+    import torch
+
+    if actual.dtype != expected.dtype or not actual.dtype.is_floating_point:
+        raise ValueError(f"{name}: two tensors of one float dtype expected, got "
+                         f"{actual.dtype} and {expected.dtype}")
+    info = torch.finfo(actual.dtype)
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    top = torch.maximum(a.abs(), e.abs()).clamp(min=info.tiny)
+    ulp = info.eps * torch.exp2(torch.floor(torch.log2(top)))
+    rep = compare(a / ulp, e / ulp, rtol=0.0, atol=1.0)
+    if rep.mismatches:
+        raise AssertionError(f"{name}: more than one ulp apart (differences in ulps): {rep}")
+    return rep

@@ -109,7 +109,7 @@ def config_for(m: int, n: int, k: int, w: torch.Tensor,
     key = key_of(m, n, k, w, tuning)
     if key in CONFIGS:
         return CONFIGS[key]
-    if w.device.type != "cuda" or not tuning.tune:
+    if w.device.type != "cuda" or not tuning.tune or m * n * k == 0:  # empty: nothing to time
         return default_config(m, n, k)
     if torch.cuda.is_current_stream_capturing():
         if key not in _warned:
@@ -171,10 +171,13 @@ def _time(fn, ws: list[torch.Tensor], rep_ms: int, graph: bool) -> float:
                                          return_mode="median")
 
 
-def l2_copies(w: torch.Tensor) -> list[torch.Tensor]:
-    """w and clones of it, at least 3x L2 and two tensors in all: cycled through, every call
-    streams its W from HBM."""
-    return [w] + [w.clone() for _ in range(max(1, cdiv(3 * L2_BYTES, w.nbytes) - 1))]
+def l2_copies(w: torch.Tensor, most: int = 24) -> list[torch.Tensor]:
+    """w and clones of it, at least 3x L2 and two tensors in all but never more than `most`
+    (`streamed`'s calls: a graph of 24 calls reads 24 copies at most; a small W, whose
+    copies could not fill 3x L2 anyway, stays cheap): cycled through, every call streams
+    its W from HBM where W is large."""
+    copies = min(most, max(2, cdiv(3 * L2_BYTES, max(w.nbytes, 1))))
+    return [w] + [w.clone() for _ in range(copies - 1)]
 
 
 def streamed(fn, ws: list[torch.Tensor], calls: int = 24):

@@ -97,6 +97,17 @@ def test_empty_k_gives_zeros():
     assert torch.equal(y, torch.zeros(2, 5, device=DEVICE))
 
 
+def test_l2_copies_fill_three_l2s_but_never_more_than_the_graph_reads():
+    """A 4096 x 4096 bf16 W (32 MiB) needs cdiv(150 MiB, 32 MiB) = 5 tensors to stream past
+    a 50 MiB L2 three times; a 1 x 1 W would need 39 million: capped at 24, the calls of a
+    timing graph. An empty W must not divide by zero. Meta tensors: no memory is used."""
+    big = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
+    assert len(tune.l2_copies(big)) == 5
+    assert len(tune.l2_copies(torch.empty(1, 1, device="meta"))) == 24
+    assert len(tune.l2_copies(torch.empty(5, 0, device="meta"))) == 24
+    assert len(tune.l2_copies(torch.empty(1 << 30, dtype=torch.int8, device="meta"))) == 2
+
+
 def _valid(**over) -> dict:
     args = dict(x=torch.zeros(2, 32), w=torch.zeros(8, 32))
     args.update(over)

@@ -8,10 +8,13 @@ the fp32-output GEMM branch of kv_materialize (cuBLAS with out_dtype, CUDA only)
   bit for bit, match the two-launch path and the oracle, and leave every counter at zero.
 - kv_materialize: 16-bit inputs keep the GEMM's fp32 accumulator, so K and V are rounded
   once, to the pool dtype. Against the fp32 oracle on the same rounded inputs, rounded once,
-  all but a few elements (accumulation order only moves values sitting on a rounding
-  boundary: ~1e-7 relative against a bf16 half-ulp of 2e-3) agree bit for bit; a projection
-  rounded to 16 bits before the norm carries up to half an ulp into it, which moves a large
-  share of K's elements by an ulp.
+  most elements agree bit for bit: the fp32 summation order over K = 4096 moves a value by
+  about sqrt(K) * 2^-24 ~ 2^-18 of its terms' scale, which crosses a rounding boundary for
+  about 2^-18 / 2^-8 ~ 0.4% of bf16 elements and 2^-18 / 2^-11 ~ 3% of fp16 ones (an H200
+  run: 0.2% and 1.5%). A projection rounded to 16 bits before the norm carries up to half an
+  ulp into it, which moves a quarter or more of K's elements: the test asks for 90% equal.
+  Every element must be within an ulp of max(|x|, its head's rms): rope's cancellations
+  leave elements far below their terms' scale, where a relative ulp means nothing.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import torch
 from kernels import kv_materialize, kv_materialize_ref
 from kernels.paged_attention import kernel, merge
 from kernels.paged_attention.kernel import paged_attention
-from kernels.paged_attention.ref import paged_attention_ref
-from workbench.numerics import assert_close
+from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
+from workbench.numerics import assert_adjacent, assert_close, assert_two_x
 
 pytestmark = pytest.mark.gpu
 
@@ -68,10 +71,14 @@ def test_fused_merge_races_repeat_bit_for_bit(dtype, t, splits):
     assert all(int(buf.abs().sum()) == 0 for buf in merge._COUNTERS.values())
     differ = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
     assert not differ, f"fused-merge launches {differ} differ from launch 0"
-    assert_close(runs[0], two, kind="reduction", name="fused vs two-launch")
+    fp32 = [a.float() if a.is_floating_point() else a for a in args]
+    want = paged_attention_ref(*fp32, causal=True)
     if dtype == torch.float32:
-        fp32 = [a.float() if a.is_floating_point() else a for a in args]
-        assert_close(runs[0], paged_attention_ref(*fp32, causal=True), kind="reduction")
+        assert_close(runs[0], two, kind="reduction", name="fused vs two-launch")
+        assert_close(runs[0], want, kind="reduction")
+    else:  # the same fp32 partials merged in another order, rounded once
+        assert_adjacent(runs[0], two, name="fused vs two-launch")
+        assert_two_x(runs[0], want, paged_attention_sdpa(*args, causal=True).float())
 
 
 def _kv_case(dtype: torch.dtype, seed: int = 0):
@@ -110,10 +117,13 @@ def test_kv_materialize_rounds_once_and_repeats(dtype):
     fp32[6], fp32[7] = torch.zeros_like(fp32[6]), torch.zeros_like(fp32[7])
     kv_materialize_ref(*fp32, eps=1e-6)
     loc = args[5]
+    eps = torch.finfo(dtype).eps
     for name, got, want in (("k", k, fp32[6]), ("v", v, fp32[7])):
-        got, want = got[:, loc], want[:, loc].to(dtype)
+        got, want = got[:, loc].float(), want[:, loc].to(dtype).float()
         same = (got == want).float().mean().item()
-        ulps = (got.float() - want.float()).abs() / want.float().abs().clamp(min=1e-30)
-        print(f"{name}: {same:.5f} of elements bitwise equal to the once-rounded oracle")
-        assert same >= 0.995, f"{name}: only {same:.4f} equal: rounded more than once?"
-        assert ulps.max().item() <= 2 * torch.finfo(dtype).eps, f"{name}: off by > 1 ulp"
+        head = want.pow(2).mean(-1, keepdim=True).sqrt()  # (L, T, nkv, 1): the head's scale
+        off = (got - want).abs() / (eps * torch.maximum(want.abs(), head))
+        print(f"{name}: {same:.5f} of elements bitwise equal to the once-rounded oracle, "
+              f"max {off.max().item():.2f} ulps of max(|x|, head rms)")
+        assert same >= 0.9, f"{name}: only {same:.4f} equal: rounded more than once?"
+        assert off.max().item() <= 2, f"{name}: off by more than an ulp"

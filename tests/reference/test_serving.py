@@ -236,12 +236,29 @@ def test_cuda_overlap_is_lossless(tiny_dir, drafter_dir, check, tmp_path):
 
 
 @pytest.mark.gpu
-def test_cuda_loop_makes_no_implicit_sync(tiny_dir, drafter_dir):
+def test_cuda_loop_makes_no_implicit_sync(tiny_dir, drafter_dir, monkeypatch):
     """Under torch's sync debug mode no op of the loop syncs the host with the device
-    implicitly (.item(), a copy to pageable memory...): its only waits are its event fences,
-    so in overlap mode the host never waits inside a round."""
+    implicitly (.item(), a copy to pageable memory...): its only waits are its event fences
+    and, in sync mode, the one declared read of each step's results (`DirectResult.wait`,
+    which reads them straight from the device), so in overlap mode the host never waits
+    inside a round."""
     from reference.loaders import load_target
     from reference.serve import Server
+    from reference.serve.relay import DirectResult
+
+    reads = []
+    declared = DirectResult.wait
+
+    def read(self):
+        reads.append(1)
+        mode = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("default")
+        try:
+            return declared(self)
+        finally:
+            torch.cuda.set_sync_debug_mode(mode)
+
+    monkeypatch.setattr(DirectResult, "wait", read)
 
     gpu = load_target(tiny_dir, device="cuda")
     prompts = _prompts([5, 9, 3, 12, 1, 7], 48, seed=2)
@@ -254,6 +271,7 @@ def test_cuda_loop_makes_no_implicit_sync(tiny_dir, drafter_dir):
             server = Server(gpu, proposer, ServeConfig(mode=mode, max_running=4,
                                                        prefill_budget=8), 64)
             server.warm_up(4)
+            reads.clear()
             torch.cuda.set_sync_debug_mode("error")
             try:
                 out = server.run(ClosedLoop(reqs, 4))
@@ -261,3 +279,4 @@ def test_cuda_loop_makes_no_implicit_sync(tiny_dir, drafter_dir):
                 torch.cuda.set_sync_debug_mode("default")
             assert out.tokens == streams, (kind, mode)
             assert out.stats["fenced_plans"] < out.stats["decode_rounds"]
+            assert (len(reads) > 0) == (mode == "sync"), (kind, mode)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from common.numerics import tolerance
-from workbench.numerics import assert_close, assert_two_x, compare
+from workbench.numerics import assert_adjacent, assert_close, assert_two_x, compare
 
 
 def test_table_rows():
@@ -41,3 +41,18 @@ def test_two_x_rule_bound_comes_from_the_same_dtype_oracle():
     assert_two_x(low, exact, low)
     with pytest.raises(AssertionError, match="2x rule"):
         assert_two_x(low + 1.0, exact, low)
+
+
+@pytest.mark.parametrize("dtype,bits", [(torch.bfloat16, 7), (torch.float16, 10)])
+def test_adjacent_allows_one_ulp_and_no_more(dtype, bits):
+    """Neighbours are built by stepping the bit pattern (one ulp, whatever the binade);
+    two steps away inside a binade is two ulps and must fail. The ulp of 1.5 is 2^-bits."""
+    x = torch.tensor([1.5, -3.25, 0.0078125, 1000.0]).to(dtype)
+    up = (x.view(torch.int16) + 1).view(dtype)
+    assert_adjacent(x, up)
+    assert_adjacent(x, x.clone())
+    assert float(up[0]) - 1.5 == 2.0**-bits
+    with pytest.raises(AssertionError, match="more than one ulp"):
+        assert_adjacent(x, (x.view(torch.int16) + 2).view(dtype))
+    with pytest.raises(ValueError, match="one float dtype"):
+        assert_adjacent(x, x.float())
