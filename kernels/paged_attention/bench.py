@@ -17,6 +17,11 @@ split programs that merge themselves against split-K + the merge launch.
 Split count: bs 1 decode, kv_len 512 and 768 in a table of width 832, 2 / 4 / 16 / 32
 forced splits against `num_splits`' 8: at batch 1 the attention and its merge launch are a
 visible share of a decode step, so the split count is worth checking per context length.
+
+Tree verify: bs 1, a 64-node tree (T = 64, its ancestor mask) after 512 context keys in a
+table of width 832 (experiments/tree_engine.py's shape), each split count 1..16 with and
+without the fused merge against `num_splits`' choice (two launches): the 64-query verify
+costs twice the 16-query chain verify's attention, the first place to look for its time.
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ def run(ctx) -> list[Row]:
             o = bench_us(lambda a=args, k=kw: paged_attention_ref(*a, **k))
             rows.append(Row("paged_attention", f"bs={bs} T={t} kv={KV_LEN}", "bfloat16", k, o,
                             nbytes, {}, ">=1x oracle", o.p50 >= k.p50))
-    return rows + rule_rows() + fused_merge_rows() + split_rows()
+    return rows + rule_rows() + fused_merge_rows() + split_rows() + tree_rows()
 
 
 @contextlib.contextmanager
@@ -169,4 +174,34 @@ def split_rows(width: int = 832) -> list[Row]:
                             f"{splits} vs {chosen} splits (graph us)", "bfloat16", forced,
                             base, nbytes, {"splits": splits, "chosen": chosen},
                             "forced faster", forced.p50 < base.p50))
+    return rows
+
+
+def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row]:
+    """bs 1 tree verify (T = nodes queries on one path-shaped ancestor mask, the worst case
+    for the mask loads): each forced split count, two-launch and fused, as `kernel` against
+    `num_splits`' choice with the merge launch as `oracle`."""
+    args, kw = make_inputs(1, nodes, kv_len=context + nodes, width=width)
+    mask = torch.ones(nodes, nodes, device=DEVICE, dtype=torch.bool).tril()[None]
+    nbytes = (context + nodes) * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
+    chosen = kernel.num_splits(NKV * 4, width, 32)  # 4 query tiles of 64 rows at T*G = 256
+
+    def call(fused: bool):
+        return lambda: paged_attention(*args, **kw, tree_mask=mask, fused_merge=fused)
+
+    with forced_splits(None):
+        base = graph_us(call(False))
+    rows = []
+    for splits in (1, 2, 4, 8, 16):
+        for fused in (False, True):
+            if splits == 1 and fused:
+                continue
+            with forced_splits(splits):
+                got = graph_us(call(fused))
+            how = "fused" if fused else "two-launch"
+            rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "
+                            f"W={width} {splits} splits {how} vs {chosen} (graph us)",
+                            "bfloat16", got, base, nbytes,
+                            {"splits": splits, "fused": fused, "chosen": chosen},
+                            "forced faster", got.p50 < base.p50))
     return rows
