@@ -200,6 +200,21 @@ class Target:
         o = self.options
         return GemvTuning(o.gemv_tune, o.gemv_tune_graph, o.gemv_cublas_fallback)
 
+    def warm_up_gemv(self) -> None:
+        """Tune the Triton GEMV of each projection it runs (wqkv, wo, down; gate_up too with
+        triton_gemv_gate_up) at every M bucket up to ops.GEMV_MAX_ROWS, now, outside any
+        capture: a serving loop's prefill chunks meet any M, and a shape first met mid-run
+        is tuned there (host syncs, tens of milliseconds inside a round). A no-op without
+        triton_gemv, gemv_tune or CUDA."""
+        o = self.options
+        if not (o.triton_gemv and o.gemv_tune and self.device.type == "cuda"):
+            return
+        from kernels.gemv.tune import m_bucket, warm_up
+
+        names = ("wqkv", "wo", "w_down") + (("w_gate_up",) if o.triton_gemv_gate_up else ())
+        rows = sorted({m_bucket(m) for m in range(1, ops.GEMV_MAX_ROWS + 1)})
+        warm_up([getattr(w, n) for w in self.layers for n in names], rows, self.gemv_tuning())
+
     def enable_compile(self) -> None:
         """Fuse each layer's elementwise work with torch.compile (CUDA fast path)."""
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)

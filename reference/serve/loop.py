@@ -121,8 +121,10 @@ class Server:
         `prompt_len` tokens (at most max_context - 2) and 2 new tokens through `run` itself:
         the timed run's graph keys, prefill, relay, plan-stream, copy and process paths, in
         this mode, on these streams. Stop tokens are off meanwhile (every request decodes).
+        The target's Triton GEMV is tuned first at every row count a prefill chunk can have.
         Then the engine is rebuilt (sampler and proposer reseeded: results do not depend on
         the warm-up) and a full garbage collection runs, so none is due in the timed run."""
+        self.target.warm_up_gemv()
         top, stop = min(max_bs, self.cfg.max_running), self.sched.stop
         prompt = (1,) * max(1, min(prompt_len, self.max_context - 2))
         self.sched.stop = set()

@@ -218,3 +218,27 @@ def test_no_library_code_reads_workbench_environment_variables():
         found += [f"{rel}:{i}" for i, line in enumerate(text.splitlines(), 1)
                   if pattern.search(line)]
     assert found == [], f"WORKBENCH_* in library code: {found}"
+
+
+@pytest.mark.parametrize("gate_up", [False, True])
+def test_gemv_warm_up_tunes_every_projection_at_every_row_bucket(monkeypatch, gate_up):
+    """On CUDA with triton_gemv, warm_up_gemv hands the GEMV tuner each layer's wqkv, wo
+    and down (and gate_up with triton_gemv_gate_up) at M = 1, 2, 4, 8, 16: the buckets of
+    every prefill chunk of 1..16 rows. Off (or on the CPU) it tunes nothing."""
+    from kernels.gemv import tune
+    from reference.model import Target
+
+    calls = []
+    monkeypatch.setattr(tune, "warm_up", lambda ws, rows, tuning: calls.append((ws, rows)))
+    target = random_target(preset="tiny", seed=0)
+    target.warm_up_gemv()
+    assert calls == []  # the CPU
+    monkeypatch.setattr(Target, "device", property(lambda self: torch.device("cuda")))
+    target.with_options(EngineOptions(triton_gemv=False)).warm_up_gemv()
+    assert calls == []
+    target.with_options(EngineOptions(triton_gemv_gate_up=gate_up)).warm_up_gemv()
+    (weights, rows), = calls
+    want = [w.wqkv for w in target.layers] + [w.wo for w in target.layers] + [
+        w.w_down for w in target.layers] + ([w.w_gate_up for w in target.layers] * gate_up)
+    assert sorted(map(id, weights)) == sorted(map(id, want)) and len(weights) == len(want)
+    assert list(rows) == [1, 2, 4, 8, 16]
