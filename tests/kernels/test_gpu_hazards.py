@@ -77,7 +77,8 @@ def test_fused_merge_races_repeat_bit_for_bit(dtype, t, splits):
         assert_close(runs[0], two, kind="reduction", name="fused vs two-launch")
         assert_close(runs[0], want, kind="reduction")
     else:  # the same fp32 partials merged in another order, rounded once
-        assert_adjacent(runs[0], two, name="fused vs two-launch")
+        rms = two.float().pow(2).mean(-1, keepdim=True).sqrt()  # each head's output scale
+        assert_adjacent(runs[0], two, scale=rms, name="fused vs two-launch")
         assert_two_x(runs[0], want, paged_attention_sdpa(*args, causal=True).float())
 
 

@@ -56,3 +56,16 @@ def test_adjacent_allows_one_ulp_and_no_more(dtype, bits):
         assert_adjacent(x, (x.view(torch.int16) + 2).view(dtype))
     with pytest.raises(ValueError, match="one float dtype"):
         assert_adjacent(x, x.float())
+
+
+def test_adjacent_measures_small_values_at_the_given_scale():
+    """A sum whose terms cancel: 2^-20 against 2^-19 differ by 2^-20, half an ulp at a
+    scale of 2^-12 (bf16's ulp there: 2^-19), two at 2^-14 (ulp 2^-21), and 2^7 ulps of
+    the values themselves (ulp of 2^-19: 2^-26)."""
+    a = torch.tensor([2.0**-20, 1.0]).bfloat16()
+    e = torch.tensor([2.0**-19, 1.0]).bfloat16()
+    with pytest.raises(AssertionError, match="more than one ulp"):
+        assert_adjacent(a, e)
+    assert_adjacent(a, e, scale=torch.tensor([2.0**-12, 0.0]))
+    with pytest.raises(AssertionError, match="more than one ulp"):
+        assert_adjacent(a, e, scale=torch.tensor([2.0**-14, 0.0]))
