@@ -78,6 +78,7 @@ settings.load_profile(_profile)
 
 
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
     if HAS_CUDA:
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -212,6 +212,7 @@ def test_timeline_is_a_chrome_trace_of_host_phases_and_device_steps(target, dfla
     assert s["prefill_ms"] > 0 and 0.0 < s["prefill_share"] <= 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize("check", [False, True])
 def test_cuda_overlap_is_lossless(tiny_dir, drafter_dir, check, tmp_path):
@@ -235,6 +236,7 @@ def test_cuda_overlap_is_lossless(tiny_dir, drafter_dir, check, tmp_path):
     assert 0.0 <= out.stats["gpu_idle_fraction"] < 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_cuda_loop_makes_no_implicit_sync(tiny_dir, drafter_dir, monkeypatch):
     """Under torch's sync debug mode no op of the loop syncs the host with the device

@@ -86,6 +86,7 @@ def test_more_than_max_rows_stays_on_the_matmul(monkeypatch):
         assert torch.equal(g, w)
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_cuda_engine_with_triton_gemv_is_lossless(tiny_dir, drafter_dir, monkeypatch):
     """fp32 tiny target on CUDA (graphs): the switch on gives plain decode's tokens, and
