@@ -5,7 +5,8 @@
 # The tests run in 8 pytest-xdist processes (the H200 image has pytest-xdist; a test costs
 # mostly its Triton and inductor compiles, which are CPU work, and the machine has 16 cores;
 # tests/conftest.py gives each worker its share of the cores for torch threads and inductor's
-# compile workers); WORKERS=0 runs them in one process. -v names every test as it ends, so a run cut short
+# compile workers; tests marked slow are collected first, so no worker is left with a long
+# test at the end); WORKERS=0 runs them in one process. -v names every test as it ends, so a run cut short
 # still says which tests failed (pytest-xdist prints the failures' reports only at the end).
 # Run it alone on the GPU: beside other GPU work its tests run slower and hide the target.
 #
