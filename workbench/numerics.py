@@ -96,7 +96,7 @@ def assert_adjacent(actual, expected, *, scale=None, name: str = "output") -> Re
     of max(|a|, |e|, scale) in that dtype. This is what two computations that differ only in
     fp32 summation order before a single rounding to a 16-bit dtype may disagree by.
 
-    scale: an optional floor broadcastable to the tensors (e.g. each output row's rms). Sums
+    scale: an optional floor broadcastable to the tensors (e.g. `row_rms`). Sums
     whose terms cancel leave values far below their terms' size, where fp32 order moves the
     value by many of its own ulps while staying far below an ulp of the row it belongs to.
     """
@@ -116,3 +116,9 @@ def assert_adjacent(actual, expected, *, scale=None, name: str = "output") -> Re
     if rep.mismatches:
         raise AssertionError(f"{name}: more than one ulp apart (differences in ulps): {rep}")
     return rep
+
+
+def row_rms(x):
+    """(..., 1) fp32 rms over the last dim of x (..., D): a head's or row's scale, the floor
+    `assert_adjacent` measures cancelled values against."""
+    return x.float().pow(2).mean(-1, keepdim=True).sqrt()

@@ -14,7 +14,7 @@ from kernels.paged_attention import kernel, merge
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
 from tests.strategies import attention_cases
-from workbench.numerics import assert_adjacent, assert_close, assert_two_x
+from workbench.numerics import assert_adjacent, assert_close, assert_two_x, row_rms
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16]
@@ -49,8 +49,7 @@ def test_fused_merge_equals_two_launch_and_oracle(case, splits, dtype):
     elif dtype == torch.float32:
         assert_close(fused, two, kind="reduction", name="fused vs two-launch")
     else:  # the same fp32 partials merged in another order, rounded once
-        rms = two.float().pow(2).mean(-1, keepdim=True).sqrt()  # each head's output scale
-        assert_adjacent(fused, two, scale=rms, name="fused vs two-launch")
+        assert_adjacent(fused, two, scale=row_rms(two), name="fused vs two-launch")
     if fused.numel() == 0:
         return
     fp32_args, _ = case.args(dtype, DEVICE)
