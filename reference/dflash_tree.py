@@ -107,7 +107,7 @@ class DFlashTreeProposer(DFlashProposer):
         """One CUDA graph per (batch bucket, N) at greedy. At temperature > 0, two: draft +
         tree + verify, then accept + inject + compaction, with the per-node samples drawn
         between them, eagerly."""
-        key = (id(self), self.budget, self.top_k)
+        key = (self.graph_key, self.budget, self.top_k)
         if self.sampling.greedy:
             return self.graphs.run(("tree_round", key), self._greedy_round, rows, prefix_lens,
                                    pending, valid)

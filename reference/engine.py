@@ -238,7 +238,7 @@ class Engine:
                        on_publish: Callable[[StepOutput], None] | None) -> StepOutput:
         """The fused path of `round` after the draft: the verify phase's mark covers
         acceptance and commit, whose own phases then measure ~0."""
-        key = ("verify_commit", self.proposer.target_layer_ids, id(self.proposer))
+        key = ("verify_commit", self.proposer.target_layer_ids, self.proposer.graph_key)
         out = StepOutput(*self.graphs.run(
             key, self._verify_commit_fn, proposal.candidates, rnd.positions, rnd.cache_loc,
             rnd.req_rows, kv_lens, rnd.verified_id, rnd.prefix_lens, rnd.block_ids, valid))

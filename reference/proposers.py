@@ -10,7 +10,7 @@ self-speculation (drafts from the target's own captured hidden states).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -59,6 +59,10 @@ class Proposer:
         commit_in_graph: `commit` is device work only (no host state, no sync, the same
             result when called twice), so the engine may run it inside the verify CUDA
             graph (EngineOptions.fused_commit).
+        graph_key: names the proposer's graphed work in CUDA-graph keys (its own and the
+            engine's fused verify + commit): a graph captured for one proposer is replayed
+            for another with the same key, so proposers share a key only when their graphs
+            read the same weights and buffers besides their inputs (default: this object).
     """
 
     block_size: int = 1
@@ -67,6 +71,10 @@ class Proposer:
     draft_kv: KVShape | None = None
     owns_round: bool = False
     commit_in_graph: bool = False
+
+    @property
+    def graph_key(self) -> Hashable:
+        return id(self)
 
     def bind(self, target: Target, pool: KVPool, graphs, sampling: Sampling = GREEDY,
              gen: torch.Generator | None = None) -> None:

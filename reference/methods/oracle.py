@@ -88,6 +88,11 @@ class OracleProposer(Proposer):
             self.shadow.prefill(input_ids, batch, aux)
 
     @property
+    def graph_key(self) -> tuple:
+        """Its only graphed work is the shadow's (the engine's fused commit included)."""
+        return (type(self), self.shadow.graph_key if self.shadow is not None else None)
+
+    @property
     def commit_in_graph(self) -> bool:
         """Its commit is the shadow's (none without one)."""
         return self.shadow is None or self.shadow.commit_in_graph

@@ -51,7 +51,10 @@ def draft_stack(drafter: Drafter, target: Target, x: torch.Tensor, batch: Forwar
 
 
 class NoFeatureProposer(DFlashProposer):
-    """Injects the target embedding of every committed token; captures no target layer."""
+    """Injects the target embedding of every committed token; captures no target layer.
+    Its commit reads the candidates it kept at propose, so it stays out of the verify graph."""
+
+    commit_in_graph = False
 
     def __init__(self, drafter: Drafter, target: Target, block_size: int | None = None):
         super().__init__(drafter, target, block_size)
@@ -84,7 +87,7 @@ class FusionProposer(DFlashProposer):
     def commit(self, rnd: Round, aux, commit_lens) -> None:
         # All B columns are written; those past commit_len sit where the next round's block
         # (prefix + commit_len onwards, B wide) writes before anything reads them.
-        self.graphs.run(("fusion-context", id(self)), self._context, aux, rnd.positions,
+        self.graphs.run(("fusion-context", self.graph_key), self._context, aux, rnd.positions,
                         rnd.cache_loc, rnd.req_rows, rnd.prefix_lens + self.block_size)
 
 
@@ -107,7 +110,7 @@ class ARProposer(DFlashProposer):
         return torch.stack(drafts, dim=1)
 
     def propose(self, rnd: Round) -> Proposal:
-        drafts = self.graphs.run(("ar-draft", id(self)), self._draft_ar, rnd.verified_id,
+        drafts = self.graphs.run(("ar-draft", self.graph_key), self._draft_ar, rnd.verified_id,
                                  rnd.positions, rnd.cache_loc, rnd.req_rows, rnd.prefix_lens)
         # Out of the graph: its output lives in the graphs' shared pool, which the verify
         # graph overwrites before the candidates are read (reference/cuda_graphs.py).

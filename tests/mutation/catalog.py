@@ -602,34 +602,32 @@ MUTATIONS = [
         tests=["tests/kernels/test_gemv.py", "tests/kernels/test_gemv_split_k.py"],
         why="a K chunk's mask lets one column past its end (K's edge, or the next split's)",
     ),
-    # GPU only (run with --gpu)
+    # the fused merge's memory ordering, read from its compiled PTX (no GPU needed)
     dict(
         name="merge-relaxed-counter",
         file="kernels/paged_attention/kernel.py",
         original='if tl.atomic_add(ctr, 1, sem="acq_rel", scope="gpu") == SPLITS - 1:',
         replacement='if tl.atomic_add(ctr, 1, sem="relaxed", scope="gpu") == SPLITS - 1:',
-        tests=["tests/kernels/test_gpu_hazards.py"],
-        gpu_only=True,
+        tests=["tests/kernels/test_merge_ordering.py", "tests/kernels/test_gpu_hazards.py"],
         why="the fused merge's counter is relaxed: the last split may read stale partials",
     ),
     dict(
-        name="merge-no-barrier",
+        name="merge-acquire-only",
         file="kernels/paged_attention/kernel.py",
-        original="tl.debug_barrier()  # every thread's partial stores precede the release",
-        replacement="pass  # every thread's partial stores precede the release",
-        tests=["tests/kernels/test_gpu_hazards.py"],
-        gpu_only=True,
-        why="the split program releases before all its threads stored their partials",
+        original='if tl.atomic_add(ctr, 1, sem="acq_rel", scope="gpu") == SPLITS - 1:',
+        replacement='if tl.atomic_add(ctr, 1, sem="acquire", scope="gpu") == SPLITS - 1:',
+        tests=["tests/kernels/test_merge_ordering.py", "tests/kernels/test_gpu_hazards.py"],
+        why="the split programs bump the counter without releasing their partial stores",
     ),
     dict(
         name="merge-cached-loads",
         file="kernels/paged_attention/merge.py",
         original='m_s = tl.load(ml_ptr + 2 * part, mask=ok, other=-1.0e30, cache_modifier=".cg")',
         replacement="m_s = tl.load(ml_ptr + 2 * part, mask=ok, other=-1.0e30)",
-        tests=["tests/kernels/test_gpu_hazards.py"],
-        gpu_only=True,
+        tests=["tests/kernels/test_merge_ordering.py", "tests/kernels/test_gpu_hazards.py"],
         why="the merge reads other SMs' partials through L1",
     ),
+    # GPU only (run with --gpu)
     dict(
         name="kv-gemm-rounds-twice",
         file="kernels/kv_materialize/kernel.py",

@@ -87,3 +87,26 @@ def test_cuda_fused_commit_keeps_tokens_and_rounds(tiny_dir, drafter_dir, dtype)
         assert got.tokens == want.tokens and got.accept_lengths == want.accept_lengths
     assert any(k[0][0] == "verify_commit" for k in fused.runtime.graphs._graphs)
     fused.runtime.pool.check()
+
+
+def test_cuda_second_proposer_over_one_drafter_captures_nothing():
+    """The zoo pair, fused commit: a fresh proposer over the first one's drafter replays the
+    first one's graphs (draft and verify + commit), with the same tokens and rounds."""
+    from pathlib import Path
+
+    from common.engine_options import EngineOptions
+    from reference.dflash import DFlashProposer
+    from toy.eval_sets import held_out_prompts
+
+    zoo = Path(__file__).resolve().parents[2] / "experiments" / "zoo"
+    gpu = load_target(zoo / "target", device="cuda", dtype=torch.float32,
+                      options=EngineOptions(fused_commit=True))
+    prompts = held_out_prompts(zoo / "tokenizer" / "tokenizer.json", "test", 8)
+    first = load_dflash(zoo / "dflash-b16", gpu)
+    want = generate(gpu, prompts, proposer=first, max_new_tokens=48)
+    captured = set(gpu.runtime.graphs._graphs)
+    assert any(k[0][0] == "verify_commit" for k in captured)
+    again = generate(gpu, prompts, proposer=DFlashProposer(first.drafter, gpu),
+                     max_new_tokens=48)
+    assert set(gpu.runtime.graphs._graphs) == captured
+    assert again.tokens == want.tokens and again.accept_lengths == want.accept_lengths
