@@ -177,10 +177,23 @@ def split_rows(width: int = 832) -> list[Row]:
     return rows
 
 
+@contextlib.contextmanager
+def forced_tile(tile: tuple[int, int] | None):
+    """Force kernel.FORCE_TILE ((BLOCK_M, num_warps)) for a block, then restore it."""
+    saved = kernel.FORCE_TILE
+    try:
+        kernel.FORCE_TILE = tile
+        yield
+    finally:
+        kernel.FORCE_TILE = saved
+
+
 def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row]:
     """bs 1 tree verify (T = nodes queries on one path-shaped ancestor mask, the worst case
     for the mask loads): each forced split count, two-launch and fused, as `kernel` against
-    `num_splits`' choice with the merge launch as `oracle`."""
+    `num_splits`' choice with the merge launch as `oracle`; then taller query tiles (BLOCK_M
+    128 and 256 of the T*G = 256 rows, so each KV head's keys are read by 2 or 1 programs per
+    split instead of 4) at 2-16 splits, two-launch."""
     args, kw = make_inputs(1, nodes, kv_len=context + nodes, width=width)
     mask = torch.ones(nodes, nodes, device=DEVICE, dtype=torch.bool).tril()[None]
     nbytes = (context + nodes) * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
@@ -204,4 +217,17 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
                             "bfloat16", got, base, nbytes,
                             {"splits": splits, "fused": fused, "chosen": chosen},
                             "forced faster", got.p50 < base.p50))
+    want = paged_attention(*args, **kw, tree_mask=mask)  # the default tile and splits
+    for block_m, warps in ((128, 4), (128, 8), (256, 8)):
+        for splits in (2, 4, 8, 16):
+            with forced_tile((block_m, warps)), forced_splits(splits):
+                out = call(False)()
+                got = graph_us(call(False))
+            rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "
+                            f"W={width} BLOCK_M={block_m} warps={warps} {splits} splits "
+                            f"vs {chosen} (graph us)", "bfloat16", got, base, nbytes,
+                            {"splits": splits, "block_m": block_m, "warps": warps,
+                             "chosen": chosen},
+                            "within 2e-2 of the default tile",
+                            (out.float() - want.float()).abs().max().item() < 2e-2))
     return rows

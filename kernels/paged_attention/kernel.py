@@ -46,6 +46,7 @@ from kernels.paged_attention.merge import (
 )
 
 FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
+FORCE_TILE: tuple[int, int] | None = None  # (BLOCK_M, num_warps): the bench's tile sweep
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -213,7 +214,9 @@ def paged_attention(
     out = torch.empty_like(q)
     nkv = k_pool.shape[1]
     group = nh // nkv
-    block_m = min(64, max(16, triton.next_power_of_2(t * group)))
+    block_m, warps = min(64, max(16, triton.next_power_of_2(t * group))), 4
+    if FORCE_TILE is not None:
+        block_m, warps = FORCE_TILE
     block_d = max(16, triton.next_power_of_2(d))
     block_n = 64 if block_d <= 64 else 32
     if bs == 0 or t == 0:
@@ -244,7 +247,7 @@ def paged_attention(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         FUSED=fused, **(merge if fused else no_merge),
-        num_warps=4, num_stages=2,
+        num_warps=warps, num_stages=2,
     )
     if splits > 1 and not fused:
         per, merge = merge_launch(t * group, block_d, splits)

@@ -80,16 +80,17 @@ def test_chain_mask_is_causal_attention():
 @settings(max_examples=12)
 @given(bs=st.integers(1, 3), nodes=st.sampled_from([1, 3, 7, 13]),
        width=st.sampled_from([16, 40]), split=st.sampled_from([None, 2]),
-       seed=st.integers(0, 2**16))
-def test_kernel_matches_the_oracle(bs, nodes, width, split, seed):
-    note(f"{bs=} {nodes=} {width=} {split=} {seed=}")
+       tile=st.sampled_from([None, (16, 4), (64, 8)]), seed=st.integers(0, 2**16))
+def test_kernel_matches_the_oracle(bs, nodes, width, split, tile, seed):
+    """tile: the default (BLOCK_M, warps), several query tiles per head, or one tall one."""
+    note(f"{bs=} {nodes=} {width=} {split=} {tile=} {seed=}")
     args, mask, _ = _case(bs, nodes, width, seed)
     args = [a.to(DEVICE) for a in args]
-    kernel_mod.FORCE_SPLITS = split
+    kernel_mod.FORCE_SPLITS, kernel_mod.FORCE_TILE = split, tile
     try:
         got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
     finally:
-        kernel_mod.FORCE_SPLITS = None
+        kernel_mod.FORCE_SPLITS = kernel_mod.FORCE_TILE = None
     want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
