@@ -61,6 +61,11 @@
 #       tree-engine what a tree round costs against a chain round on Qwen3-8B shapes (bs 1,
 #                4, 16, 64; budgets 16-128): forward and round times, ops per round, the
 #                break-even budget, the top kernels of AR, chain and N = 64 tree verify (~4 min)
+#       tree-tiles the tree verify's attention with taller query tiles: the kernel's tile
+#                and split sweep at bs 1, T = 64 (kernels/paged_attention/bench.py
+#                tree_rows), then bs-1 tree rounds (N = 64, 128) with each tall tile against
+#                the 64-row tiles and the chain (experiments/tree_engine.py --tall-tiles)
+#                (~4 min)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it runs out of GPU memory); the toy data first when
 #                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
@@ -87,7 +92,8 @@ if [ "$1" = post ]; then
   shift 2
   mkdir -p "$dest"
   for part in world engine drafters ablations depth base base-drafters base-eval loops \
-      loops-data loops-drafter loops-eval tree tree-engine commit-ab train selfspec timing \
+      loops-data loops-drafter loops-eval tree tree-engine tree-tiles commit-ab train selfspec \
+      timing \
       tests; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
@@ -348,6 +354,14 @@ case $part in
           "${COMMIT_AB[@]}" "${flag[@]}"
       done
     done
+    ;;
+  tree-tiles)
+    [ -z "$micro" ] && run tree_rows 150 python -c "from kernels.paged_attention.bench import \
+tree_rows
+for r in tree_rows(): print(f'{r.shape:<78} {r.kernel.p50:>8.2f} {r.oracle.p50:>8.2f} {r.met}')"
+    run tree_engine_tiles 300 python -m experiments.tree_engine --batch-sizes 1 \
+      --budgets 64,128 --tall-tiles 128x4,128x8,256x8 --out "$R/tree_engine_tiles.json" \
+      "${TREE_ENGINE[@]}"
     ;;
   tree-engine)
     run tree_engine 400 python -m experiments.tree_engine --profile \

@@ -18,6 +18,9 @@ tokens), in one run:
   CUDA graphs hold; a tree's count over the chain's is what building, masking, accepting
   and compacting it adds, each op a few microseconds of a graph replay.
 
+`--tall-tiles 128x8,...` repeats the tree rows with the attention's taller query tiles
+(kernels.paged_attention.kernel.TALL_TILE: BLOCK_M x num_warps for launches of more than 64
+query rows per KV head, which only the trees' verify has here), against the same chain.
 `--profile` adds the top kernels of the batch-1 AR step, chain verify and N = 64 tree
 verify forwards. Prints a
 table and writes `--out` JSON. On the CPU (`--device cpu --preset tiny`) it is a smoke run.
@@ -32,6 +35,7 @@ from pathlib import Path
 import torch
 
 from common.stamps import stamp
+from kernels.paged_attention import kernel as attention
 from reference.cuda_graphs import GraphCache
 from reference.engine import DecodeBatch, Engine, Runtime
 from reference.methods import MethodSpec, build
@@ -88,9 +92,10 @@ def _forward_call(bench: Bench, rows: list[int], tokens: int, kv: int, budget: i
     return fn, ids, positions, cache_loc, req_rows, prefix + tokens
 
 
-def _round(bench: Bench, rows: list[int], kv: int, budget: int | None) -> tuple[float, int]:
-    """(seconds of one engine round, back-to-back replays; its aten ops run eagerly), the
-    chain when budget is None."""
+def _round(bench: Bench, rows: list[int], kv: int, budget: int | None,
+           graphs: GraphCache) -> tuple[float, int]:
+    """(seconds of one engine round, back-to-back replays from `graphs`; its aten ops run
+    eagerly), the chain when budget is None."""
     spec = MethodSpec.of("dflash", weights_of=bench.drafters[16], block_size=16,
                          **({} if budget is None else {"tree_budget": budget}))
     n, dev = len(rows), bench.dev
@@ -102,7 +107,8 @@ def _round(bench: Bench, rows: list[int], kv: int, budget: int | None) -> tuple[
                    Runtime(bench.rt.pool, GraphCache(dev, enabled=False)), Sampling(), 0)
     with torch.inference_mode(), OpCount() as count:
         eager.round(batch)
-    engine = Engine(bench.target, build(spec, bench.target), bench.rt, Sampling(), 0)
+    engine = Engine(bench.target, build(spec, bench.target),
+                    Runtime(bench.rt.pool, graphs), Sampling(), 0)
     return bench.seconds(lambda: engine.round(batch)), count.ops
 
 
@@ -140,38 +146,48 @@ def main(argv=None) -> None:
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--tau", type=float, default=6.5, help="the chain's tau at B = 16")
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--tall-tiles", default="", help="e.g. 128x8,256x8 (BLOCK_M x warps)")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     budgets = [int(x) for x in a.budgets.split(",")]
+    tiles = [None] + [tuple(int(v) for v in t.split("x")) for t in a.tall_tiles.split(",") if t]
     ratios = tree_ratios(budgets)
     bench = Bench(a.preset, device=a.device, blocks=[16], context_len=a.context + 160,
                   max_requests=max(int(x) for x in a.batch_sizes.split(",")), reps=a.reps,
                   budget_s=1e9, compile_layers=a.device == "cuda")
     result = {**stamp(), "args": vars(a), "ratios": ratios, "rows": []}
-    print(f"{'bs':>3} {'what':>10} {'fwd ms':>8} {'x AR':>6} {'x B16':>6} {'round ms':>9} "
+    print(f"{'bs':>3} {'what':>16} {'fwd ms':>8} {'x AR':>6} {'x B16':>6} {'round ms':>9} "
           f"{'tau':>5} {'tok/s':>8} {'x chain':>7} {'ops':>5}")
     for bs in (int(x) for x in a.batch_sizes.split(",")):
         with bench.rows(bs, a.context + 160) as rows:
             ar = _forward(bench, rows, 1, a.context, None)
             chain_fwd = _forward(bench, rows, 16, a.context, None)
-            cases = [("chain", None, chain_fwd, a.tau)]
-            cases += [(f"N={n}", n, _forward(bench, rows, n, a.context, n), a.tau * ratios[n])
-                      for n in budgets]
+            cases = [("chain", None, None, chain_fwd, a.tau)]
+            for tile in tiles:  # a graph keeps the tile it was captured with
+                attention.TALL_TILE = tile
+                name = "" if tile is None else f" {tile[0]}x{tile[1]}"
+                cases += [(f"N={n}{name}", n, tile, _forward(bench, rows, n, a.context, n),
+                           a.tau * ratios[n]) for n in budgets]
+            attention.TALL_TILE = None
             chain_tok_s = None
-            for what, n, fwd, tau in cases:
-                rnd, ops = _round(bench, rows, a.context, n)
+            for what, n, tile, fwd, tau in cases:
+                attention.TALL_TILE = tile
+                rnd, ops = _round(bench, rows, a.context, n, GraphCache(bench.dev))
+                attention.TALL_TILE = None
                 tok_s = bs * tau / rnd
                 chain_tok_s = chain_tok_s or tok_s
-                row = {"bs": bs, "what": what, "budget": n, "forward_ms": fwd * 1e3,
+                row = {"bs": bs, "what": what, "budget": n, "tall_tile": tile,
+                       "forward_ms": fwd * 1e3,
                        "ar_step_ms": ar * 1e3, "round_ms": rnd * 1e3, "tau": tau,
                        "tok_s": tok_s, "vs_chain": tok_s / chain_tok_s, "ops": ops}
                 result["rows"].append(row)
-                print(f"{bs:>3} {what:>10} {fwd * 1e3:>8.3f} {fwd / ar:>6.2f} "
+                print(f"{bs:>3} {what:>16} {fwd * 1e3:>8.3f} {fwd / ar:>6.2f} "
                       f"{fwd / chain_fwd:>6.2f} {rnd * 1e3:>9.3f} {tau:>5.2f} {tok_s:>8.1f} "
                       f"{tok_s / chain_tok_s:>7.2f} {ops:>5}")
             even = [r["budget"] for r in result["rows"]
-                    if r["bs"] == bs and r["budget"] and r["vs_chain"] >= 1.0]
+                    if r["bs"] == bs and r["budget"] and r["tall_tile"] is None
+                    and r["vs_chain"] >= 1.0]
             result.setdefault("break_even", {})[bs] = max(even) if even else None
             if a.profile and bs == 1:
                 result["profile"] = _profile(bench, rows, a.context)

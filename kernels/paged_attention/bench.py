@@ -193,7 +193,7 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
     for the mask loads): each forced split count, two-launch and fused, as `kernel` against
     `num_splits`' choice with the merge launch as `oracle`; then taller query tiles (BLOCK_M
     128 and 256 of the T*G = 256 rows, so each KV head's keys are read by 2 or 1 programs per
-    split instead of 4) at 2-16 splits, two-launch."""
+    split instead of 4) at num_splits' choice and 2-16 splits, two-launch."""
     args, kw = make_inputs(1, nodes, kv_len=context + nodes, width=width)
     mask = torch.ones(nodes, nodes, device=DEVICE, dtype=torch.bool).tril()[None]
     nbytes = (context + nodes) * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
@@ -219,13 +219,14 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
                             "forced faster", got.p50 < base.p50))
     want = paged_attention(*args, **kw, tree_mask=mask)  # the default tile and splits
     for block_m, warps in ((128, 4), (128, 8), (256, 8)):
-        for splits in (2, 4, 8, 16):
+        for splits in (None, 2, 4, 8, 16):  # None: num_splits' choice for the taller tiles
             with forced_tile((block_m, warps)), forced_splits(splits):
                 out = call(False)()
                 got = graph_us(call(False))
             rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "
-                            f"W={width} BLOCK_M={block_m} warps={warps} {splits} splits "
-                            f"vs {chosen} (graph us)", "bfloat16", got, base, nbytes,
+                            f"W={width} BLOCK_M={block_m} warps={warps} "
+                            f"{splits or 'auto'} splits vs {chosen} (graph us)", "bfloat16",
+                            got, base, nbytes,
                             {"splits": splits, "block_m": block_m, "warps": warps,
                              "chosen": chosen},
                             "within 2e-2 of the default tile",

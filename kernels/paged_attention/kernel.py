@@ -46,7 +46,11 @@ from kernels.paged_attention.merge import (
 )
 
 FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
-FORCE_TILE: tuple[int, int] | None = None  # (BLOCK_M, num_warps): the bench's tile sweep
+FORCE_TILE: tuple[int, int] | None = None  # (BLOCK_M, num_warps) of every launch: tests
+TALL_TILE: tuple[int, int] | None = None
+"""(BLOCK_M, num_warps) of a launch with more than 64 query rows per KV head (a tree verify,
+a prefill): fewer, taller tiles read each key fewer times. None: 64-row tiles of 4 warps.
+Read at launch, so a CUDA graph keeps the value it was captured with."""
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -217,6 +221,8 @@ def paged_attention(
     block_m, warps = min(64, max(16, triton.next_power_of_2(t * group))), 4
     if FORCE_TILE is not None:
         block_m, warps = FORCE_TILE
+    elif TALL_TILE is not None and t * group > 64:
+        block_m, warps = TALL_TILE
     block_d = max(16, triton.next_power_of_2(d))
     block_n = 64 if block_d <= 64 else 32
     if bs == 0 or t == 0:

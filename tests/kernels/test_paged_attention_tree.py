@@ -102,3 +102,27 @@ def test_bad_tree_mask_names_the_argument(device):
         paged_attention(*args, causal=True, tree_mask=mask[:, :3].to(device))
     with pytest.raises(ValueError, match="tree_mask"):
         paged_attention(*args, causal=True, tree_mask=mask.int().to(device))
+
+
+@pytest.mark.parametrize("tile", [None, (128, 4), (256, 8)])
+def test_tall_tiles_apply_past_64_rows_and_match_the_oracle(tile, monkeypatch):
+    """TALL_TILE: a 40-node tree with 2 query heads per KV head (80 rows) runs in one tall
+    tile per head instead of two of 64 rows; a 16-node one (32 rows) keeps its one default
+    tile. Both match the oracle."""
+    launched = []
+    real = kernel_mod._paged_attention_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(kernel_mod, "_paged_attention_kernel", Spy())
+    monkeypatch.setattr(kernel_mod, "TALL_TILE", tile)
+    for nodes, tiles in ((40, 2 if tile is None else 1), (16, 1)):
+        args, mask, _ = _case(2, nodes, 60, seed=nodes)
+        args = [a.to(DEVICE) for a in args]
+        got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
+        assert launched[-1] == (2, 2, tiles)  # (bs, nkv, tiles * splits), one split here
+        want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
