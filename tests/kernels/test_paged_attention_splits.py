@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from kernels.paged_attention import kernel
 from kernels.paged_attention.ref import paged_attention_ref
+from tests.kernels.launches import record_launches
 from workbench.numerics import assert_close
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -53,15 +54,7 @@ def test_unsplit_by_rule_equals_split_and_oracle(kv_len, monkeypatch):
     the same call runs unsplit (no merge launch). Both match the fp32 oracle."""
     args = _decode_case(320, kv_len)
     assert kernel.num_splits(2, 320, 32) == 2
-    launched = []
-    real = kernel._merge_kernel
-
-    class Spy:
-        def __getitem__(self, grid):
-            launched.append(grid)
-            return real[grid]
-
-    monkeypatch.setattr(kernel, "_merge_kernel", Spy())
+    launched = record_launches(monkeypatch, kernel, "_merge_kernel")
     want = paged_attention_ref(*args, causal=True)
     split = kernel.paged_attention(*args, causal=True)
     assert len(launched) == 1

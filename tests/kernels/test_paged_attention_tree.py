@@ -13,6 +13,7 @@ from kernels.paged_attention import kernel as kernel_mod
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref
 from reference.tree import ancestors
+from tests.kernels.launches import record_launches
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU runs the interpreter
 
@@ -109,15 +110,7 @@ def test_tall_tiles_apply_past_64_rows_and_match_the_oracle(tile, monkeypatch):
     """TALL_TILE: a 40-node tree with 2 query heads per KV head (80 rows) runs in one tall
     tile per head instead of two of 64 rows; a 16-node one (32 rows) keeps its one default
     tile. Both match the oracle."""
-    launched = []
-    real = kernel_mod._paged_attention_kernel
-
-    class Spy:
-        def __getitem__(self, grid):
-            launched.append(grid)
-            return real[grid]
-
-    monkeypatch.setattr(kernel_mod, "_paged_attention_kernel", Spy())
+    launched = record_launches(monkeypatch, kernel_mod, "_paged_attention_kernel")
     monkeypatch.setattr(kernel_mod, "TALL_TILE", tile)
     for nodes, tiles in ((40, 2 if tile is None else 1), (16, 1)):
         args, mask, _ = _case(2, nodes, 60, seed=nodes)
