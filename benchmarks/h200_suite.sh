@@ -63,7 +63,7 @@
 #                break-even budget, the top kernels of AR, chain and N = 64 tree verify (~4 min)
 #       tree-tiles the tree verify's attention with taller query tiles: the kernel's tile
 #                and split sweep at bs 1, T = 64 (kernels/paged_attention/bench.py
-#                tree_rows), then bs-1 tree rounds (N = 64, 128) with each tall tile against
+#                tree_rows), then bs-1 tree rounds (N = 64) with each tall tile against
 #                the 64-row tiles and the chain (experiments/tree_engine.py --tall-tiles)
 #                (~4 min)
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
@@ -360,7 +360,7 @@ case $part in
 tree_rows
 for r in tree_rows(): print(f'{r.shape:<78} {r.kernel.p50:>8.2f} {r.oracle.p50:>8.2f} {r.met}')"
     run tree_engine_tiles 300 python -m experiments.tree_engine --batch-sizes 1 \
-      --budgets 64,128 --tall-tiles 128x4,128x8,256x8 --out "$R/tree_engine_tiles.json" \
+      --budgets 64 --tall-tiles 128x4,128x8,256x8 --out "$R/tree_engine_tiles.json" \
       "${TREE_ENGINE[@]}"
     ;;
   tree-engine)
