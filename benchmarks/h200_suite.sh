@@ -54,7 +54,7 @@
 #                paired, also by repetition stratum (~3 min)
 #       tree     tree verification (budgets 16-128) against the chain for the zoo and base
 #                pairs, 1024 committed test prompts, T = 0 and 1 (~2 min; after
-#                base-drafters)
+#                base-drafters; TREE_PAIRS=base for the base pair alone)
 #       commit-ab DFlash with and without EngineOptions.fused_commit (acceptance and the
 #                draft-KV injection inside the verify graph) at bs 1, alternated twice:
 #                the round split and tok/s side by side (~5 min)
@@ -337,7 +337,7 @@ case $part in
     ;;
   tree)
     [ -z "$micro" ] && mkdir -p $A && cp -rn experiments/zoo/. $A/
-    for pair in toy base; do
+    for pair in ${TREE_PAIRS:-toy base}; do
       for t in 0 1; do
         [ -f artifacts/$pair/dflash-b16/config.json ] && run "tree_${pair}_t$t" 200 \
           python -m experiments.tree_budget --zoo artifacts/$pair --temperature $t \
