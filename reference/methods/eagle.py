@@ -95,7 +95,7 @@ class EagleProposer(DFlashProposer):
         return torch.cat([anchor[:, None], logits.argmax(dim=-1)], dim=1)
 
     def propose(self, rnd: Round) -> Proposal:
-        self._candidates = self.graphs.run(("eagle-draft", id(self)), self._draft,
+        self._candidates = self.graphs.run(("eagle-draft", self.graph_key), self._draft,
                                            rnd.verified_id, rnd.positions, rnd.cache_loc,
                                            rnd.req_rows, rnd.prefix_lens).clone()
         return Proposal(self._candidates)
@@ -113,7 +113,7 @@ class EagleProposer(DFlashProposer):
         self._prev[req_rows] = torch.where(keep, last, self._prev[req_rows])
 
     def commit(self, rnd: Round, aux, commit_lens) -> None:
-        self.graphs.run(("eagle-commit", id(self)), self._commit, self._candidates, aux,
+        self.graphs.run(("eagle-commit", self.graph_key), self._commit, self._candidates, aux,
                         rnd.positions, rnd.cache_loc, rnd.req_rows, rnd.prefix_lens,
                         commit_lens)
 
