@@ -165,16 +165,14 @@ def main(argv=None) -> None:
             chain_fwd = _forward(bench, rows, 16, a.context, None)
             cases = [("chain", None, None, chain_fwd, a.tau)]
             for tile in tiles:  # a graph keeps the tile it was captured with
-                attention.TALL_TILE = tile
                 name = "" if tile is None else f" {tile[0]}x{tile[1]}"
-                cases += [(f"N={n}{name}", n, tile, _forward(bench, rows, n, a.context, n),
-                           a.tau * ratios[n]) for n in budgets]
-            attention.TALL_TILE = None
+                with attention.forced(tall_tile=tile):
+                    cases += [(f"N={n}{name}", n, tile, _forward(bench, rows, n, a.context, n),
+                               a.tau * ratios[n]) for n in budgets]
             chain_tok_s = None
             for what, n, tile, fwd, tau in cases:
-                attention.TALL_TILE = tile
-                rnd, ops = _round(bench, rows, a.context, n, GraphCache(bench.dev))
-                attention.TALL_TILE = None
+                with attention.forced(tall_tile=tile):
+                    rnd, ops = _round(bench, rows, a.context, n, GraphCache(bench.dev))
                 tok_s = bs * tau / rnd
                 chain_tok_s = chain_tok_s or tok_s
                 row = {"bs": bs, "what": what, "budget": n, "tall_tile": tile,

@@ -26,8 +26,6 @@ costs twice the 16-query chain verify's attention, the first place to look for i
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from kernels.compare import close, merge
@@ -104,17 +102,6 @@ def run(ctx) -> list[Row]:
     return rows + rule_rows() + fused_merge_rows() + split_rows() + tree_rows()
 
 
-@contextlib.contextmanager
-def forced_splits(splits: int | None):
-    """Force kernel.FORCE_SPLITS (the split-count test hook) for a block, then restore it."""
-    saved = kernel.FORCE_SPLITS
-    try:
-        kernel.FORCE_SPLITS = splits
-        yield
-    finally:
-        kernel.FORCE_SPLITS = saved
-
-
 def _bs1(kv_len: int, width: int, **launch):
     """One bs-1 decode call at kv_len keys of a table of `width` with the launch switches
     `launch` (unsplit_max_width, fused_merge), and its bytes."""
@@ -165,27 +152,16 @@ def split_rows(width: int = 832) -> list[Row]:
     chosen = kernel.num_splits(NKV, width, 32)
     for kv_len in (512, 768):
         call, nbytes = _bs1(kv_len, width)
-        with forced_splits(None):
+        with kernel.forced():
             base = graph_us(call)
         for splits in (2, 4, 16, 32):
-            with forced_splits(splits):
+            with kernel.forced(splits=splits):
                 forced = graph_us(call)
             rows.append(Row("paged_attention splits", f"bs=1 T=1 kv={kv_len} W={width} "
                             f"{splits} vs {chosen} splits (graph us)", "bfloat16", forced,
                             base, nbytes, {"splits": splits, "chosen": chosen},
                             "forced faster", forced.p50 < base.p50))
     return rows
-
-
-@contextlib.contextmanager
-def forced_tile(tile: tuple[int, int] | None):
-    """Force kernel.FORCE_TILE ((BLOCK_M, num_warps)) for a block, then restore it."""
-    saved = kernel.FORCE_TILE
-    try:
-        kernel.FORCE_TILE = tile
-        yield
-    finally:
-        kernel.FORCE_TILE = saved
 
 
 def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row]:
@@ -202,14 +178,14 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
     def call(fused: bool):
         return lambda: paged_attention(*args, **kw, tree_mask=mask, fused_merge=fused)
 
-    with forced_splits(None):
+    with kernel.forced():
         base = graph_us(call(False))
     rows = []
     for splits in (1, 2, 4, 8, 16):
         for fused in (False, True):
             if splits == 1 and fused:
                 continue
-            with forced_splits(splits):
+            with kernel.forced(splits=splits):
                 got = graph_us(call(fused))
             how = "fused" if fused else "two-launch"
             rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "
@@ -220,7 +196,7 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
     want = paged_attention(*args, **kw, tree_mask=mask)  # the default tile and splits
     for block_m, warps in ((128, 4), (128, 8), (256, 8)):
         for splits in (None, 2, 4, 8, 16):  # None: num_splits' choice for the taller tiles
-            with forced_tile((block_m, warps)), forced_splits(splits):
+            with kernel.forced(splits=splits, tall_tile=(block_m, warps)):
                 out = call(False)()
                 got = graph_us(call(False))
             rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "

@@ -25,6 +25,8 @@ Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -46,11 +48,22 @@ from kernels.paged_attention.merge import (
 )
 
 FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
-FORCE_TILE: tuple[int, int] | None = None  # (BLOCK_M, num_warps) of every launch: tests
 TALL_TILE: tuple[int, int] | None = None
 """(BLOCK_M, num_warps) of a launch with more than 64 query rows per KV head (a tree verify,
 a prefill): fewer, taller tiles read each key fewer times. None: 64-row tiles of 4 warps.
 Read at launch, so a CUDA graph keeps the value it was captured with."""
+
+
+@contextlib.contextmanager
+def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = None):
+    """FORCE_SPLITS and TALL_TILE set for a block (tests, benches, sweeps), then restored."""
+    global FORCE_SPLITS, TALL_TILE
+    saved = FORCE_SPLITS, TALL_TILE
+    FORCE_SPLITS, TALL_TILE = splits, tall_tile
+    try:
+        yield
+    finally:
+        FORCE_SPLITS, TALL_TILE = saved
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -219,9 +232,7 @@ def paged_attention(
     nkv = k_pool.shape[1]
     group = nh // nkv
     block_m, warps = min(64, max(16, triton.next_power_of_2(t * group))), 4
-    if FORCE_TILE is not None:
-        block_m, warps = FORCE_TILE
-    elif TALL_TILE is not None and t * group > 64:
+    if TALL_TILE is not None and t * group > 64:
         block_m, warps = TALL_TILE
     block_d = max(16, triton.next_power_of_2(d))
     block_n = 64 if block_d <= 64 else 32

@@ -33,12 +33,8 @@ pytestmark = pytest.mark.gpu
 
 
 def _splits(args, splits: int, fused: bool) -> torch.Tensor:
-    saved = kernel.FORCE_SPLITS
-    kernel.FORCE_SPLITS = splits
-    try:
+    with kernel.forced(splits=splits):
         return paged_attention(*args, causal=True, fused_merge=fused)
-    finally:
-        kernel.FORCE_SPLITS = saved
 
 
 def _racing_case(dtype: torch.dtype, t: int, seed: int = 0):

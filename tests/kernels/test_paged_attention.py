@@ -20,11 +20,8 @@ DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16,
 def test_paged_attention_matches_ref(case, dtype, splits):
     """Also with the key range split over 3 programs and merged (flash-decoding)."""
     args, kw = case.args(dtype, DEVICE)
-    kernel.FORCE_SPLITS = splits
-    try:
+    with kernel.forced(splits=splits):
         got = paged_attention(*args, **kw)
-    finally:
-        kernel.FORCE_SPLITS = None
     fp32_args, _ = case.args(dtype, DEVICE)
     want = paged_attention_ref(*(a.float() if a.is_floating_point() else a for a in fp32_args),
                                **kw)

@@ -21,12 +21,8 @@ DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16]
 
 
 def _run(args, kw, *, splits: int | None, fused: bool) -> torch.Tensor:
-    saved = kernel.FORCE_SPLITS
-    kernel.FORCE_SPLITS = splits
-    try:
+    with kernel.forced(splits=splits):
         return paged_attention(*args, **kw, fused_merge=fused)
-    finally:
-        kernel.FORCE_SPLITS = saved
 
 
 def _counters_zero() -> bool:

@@ -81,17 +81,13 @@ def test_chain_mask_is_causal_attention():
 @settings(max_examples=12)
 @given(bs=st.integers(1, 3), nodes=st.sampled_from([1, 3, 7, 13]),
        width=st.sampled_from([16, 40]), split=st.sampled_from([None, 2]),
-       tile=st.sampled_from([None, (16, 4), (64, 8)]), seed=st.integers(0, 2**16))
-def test_kernel_matches_the_oracle(bs, nodes, width, split, tile, seed):
-    """tile: the default (BLOCK_M, warps), several query tiles per head, or one tall one."""
-    note(f"{bs=} {nodes=} {width=} {split=} {tile=} {seed=}")
+       seed=st.integers(0, 2**16))
+def test_kernel_matches_the_oracle(bs, nodes, width, split, seed):
+    note(f"{bs=} {nodes=} {width=} {split=} {seed=}")
     args, mask, _ = _case(bs, nodes, width, seed)
     args = [a.to(DEVICE) for a in args]
-    kernel_mod.FORCE_SPLITS, kernel_mod.FORCE_TILE = split, tile
-    try:
+    with kernel_mod.forced(splits=split):
         got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
-    finally:
-        kernel_mod.FORCE_SPLITS = kernel_mod.FORCE_TILE = None
     want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
@@ -111,11 +107,11 @@ def test_tall_tiles_apply_past_64_rows_and_match_the_oracle(tile, monkeypatch):
     tile per head instead of two of 64 rows; a 16-node one (32 rows) keeps its one default
     tile. Both match the oracle."""
     launched = record_launches(monkeypatch, kernel_mod, "_paged_attention_kernel")
-    monkeypatch.setattr(kernel_mod, "TALL_TILE", tile)
     for nodes, tiles in ((40, 2 if tile is None else 1), (16, 1)):
         args, mask, _ = _case(2, nodes, 60, seed=nodes)
         args = [a.to(DEVICE) for a in args]
-        got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
+        with kernel_mod.forced(tall_tile=tile):
+            got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
         assert launched[-1] == (2, 2, tiles)  # (bs, nkv, tiles * splits), one split here
         want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
