@@ -1,0 +1,227 @@
+"""`python -m reference.bench_phases`: each device phase of a batch-1 DFlash round, and the AR
+step, replayed alone from its CUDA graph: what the phase costs and which kernels make it.
+
+reference.bench splits a round's wall time into draft, verify, accept, inject and host. This
+script opens the device phases. One AR run and one DFlash run (the oracle proposer at tau
+with DFlash's own drafter work, as in reference.bench) capture the engine's graphs; every
+`GraphCache.run` call is recorded with its inputs, and the last call of each phase (decode,
+draft, verify, inject) is then replayed alone, `--reps` times back to back. Per phase:
+
+- device time per replay: CUDA events around the replays (on the CPU: wall time of the eager
+  calls, for a smoke run);
+- the weight bytes the phase must stream: the target's layers and LM head for the AR step
+  and the verify; the drafter's layers and the shared LM head for the draft; the drafter's
+  fc and K/V rows for the injection. With the copy bandwidth measured in the same run, that
+  gives the phase's floor and its share of it;
+- its top kernels by device time (torch profiler over `--profile-reps` replays).
+
+A replay writes only the KV slots its recorded call wrote, which belong to a finished
+request by then; nothing decodes after the replays.
+
+    python -m reference.bench_phases --out phases.json          # Qwen3-8B shapes, H200
+    python -m reference.bench_phases --device cpu --preset tiny  # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+
+import torch
+
+from common.stamps import stamp
+from reference.generate import generate
+from reference.loaders import preset_config, random_state_dict, random_target
+from reference.methods import BuildContext, MethodSpec, build
+from reference.model import Target
+
+PHASES = ("decode", "draft", "verify", "inject")
+
+
+def nbytes(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def weight_bytes(target: Target, drafter) -> dict[str, int]:
+    """Bytes of weights each phase reads at least once (embedding rows and KV not counted:
+    at batch 1 and a context of a few hundred tokens they are under 1% of each phase)."""
+    target_w = nbytes(*(t for layer in target.layers for t in layer), target.norm, target.head)
+    draft_w = nbytes(*(t for layer in drafter.layers for t in layer), drafter.norm,
+                     target.head)
+    return {"decode": target_w, "verify": target_w, "draft": draft_w,
+            "inject": nbytes(drafter.fc, drafter.hidden_norm, drafter.w_kv)}
+
+
+class Recorder:
+    """Wraps a GraphCache's `run`: keeps the last call of each key kind (key[0]) with a copy
+    of its inputs, and replays it through the cache (the captured graph on CUDA)."""
+
+    def __init__(self, graphs):
+        self.graphs, self.inner, self.calls = graphs, graphs.run, {}
+        graphs.run = self._run
+
+    def _run(self, key, fn: Callable, *inputs: torch.Tensor):
+        self.calls[key[0]] = (key, fn, tuple(t.clone() for t in inputs))
+        return self.inner(key, fn, *inputs)
+
+    def replay(self, kind: str) -> None:
+        key, fn, inputs = self.calls[kind]
+        self.inner(key, fn, *inputs)
+
+    def close(self) -> None:
+        self.graphs.run = self.inner
+
+
+def time_phase(replay: Callable[[], None], reps: int, cuda: bool) -> float:
+    """Milliseconds per replay, `reps` replays back to back after 3 warm ones."""
+    for _ in range(3):
+        replay()
+    if not cuda:
+        start = time.perf_counter()
+        for _ in range(reps):
+            replay()
+        return (time.perf_counter() - start) / reps * 1e3
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    begin.record()
+    for _ in range(reps):
+        replay()
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end) / reps
+
+
+def top_kernels(replay: Callable[[], None], reps: int, cuda: bool, rows: int) -> list[dict]:
+    """The `rows` costliest kernels (CUDA) or operators (CPU) of one replay: name, calls and
+    microseconds per replay, their share of the phase's device time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    activity = ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU
+    with profile(activities=[activity]) as prof:
+        for _ in range(reps):
+            replay()
+        if cuda:
+            torch.cuda.synchronize()
+    if cuda:
+        events = [(e.key, e.count, e.self_device_time_total) for e in prof.key_averages()
+                  if e.device_type == DeviceType.CUDA]
+    else:
+        events = [(e.key, e.count, e.self_cpu_time_total) for e in prof.key_averages()]
+    total = sum(us for _, _, us in events) or 1.0
+    events.sort(key=lambda e: -e[2])
+    return [{"kernel": name, "calls": count / reps, "us": us / reps, "share": us / total}
+            for name, count, us in events[:rows]]
+
+
+def measure(target: Target, prompt: list[int], new_tokens: int, tau: float, block_size: int,
+            preset: str, reps: int, profile_reps: int, rows: int) -> dict:
+    """Capture AR and DFlash graphs at batch 1, then time and profile each phase alone."""
+    cuda = target.device.type == "cuda"
+    drafter = build(MethodSpec.of("dflash", random=preset, block_size=block_size), target)
+    setup = build(MethodSpec.of("oracle", block_size=block_size, shadow=True), target,
+                  BuildContext(streams=[[0]], drafter=drafter))
+    # the first call sizes the pool (draft layers, full context) for every later call
+    generate(target, [prompt], proposer=setup, max_new_tokens=new_tokens)
+    ar = generate(target, [prompt], max_new_tokens=new_tokens)
+    context = BuildContext([prompt], new_tokens, ar.tokens, drafter)
+    oracle = f"oracle:tau={tau},block_size={block_size},shadow=true"
+    generate(target, [prompt], proposer=build(oracle, target, context),
+             max_new_tokens=new_tokens)
+    recorder = Recorder(target.runtime.graphs)
+    try:
+        generate(target, [prompt], max_new_tokens=4)
+        spec = generate(target, [prompt], proposer=build(oracle, target, context),
+                        max_new_tokens=new_tokens)
+        missing = [p for p in PHASES if p not in recorder.calls]
+        if missing:
+            raise RuntimeError(f"no graph call recorded for phases {missing}; recorded "
+                               f"{sorted(recorder.calls)}")
+        wbytes = weight_bytes(target, drafter.drafter)
+        phases = {}
+        for kind in PHASES:
+            replay = lambda kind=kind: recorder.replay(kind)  # noqa: E731
+            ms = time_phase(replay, reps, cuda)
+            phases[kind] = {"ms": ms, "weight_bytes": wbytes[kind],
+                            "kernels": top_kernels(replay, profile_reps, cuda, rows)}
+    finally:
+        recorder.close()
+    stats = spec.stats
+    return {"phases": phases, "tau": stats["tau"], "dflash_tok_s": stats["tokens_per_s"],
+            "round_split_ms": {k: 1e3 * stats[f"{k}_s"] / stats["rounds"]
+                               for k in ("draft", "verify", "accept", "inject", "host")
+                               if f"{k}_s" in stats}}
+
+
+def with_bandwidth(result: dict, bandwidth: float | None) -> dict:
+    """Each phase's floor (weight bytes at the copy bandwidth, reads only) and share of it."""
+    result["copy_bandwidth_tb_s"] = None if bandwidth is None else bandwidth / 1e12
+    for name, phase in result["phases"].items():
+        if bandwidth is None:
+            continue
+        floor_ms = phase["weight_bytes"] / bandwidth * 1e3
+        phase["floor_ms"] = floor_ms
+        phase["of_floor"] = floor_ms / phase["ms"]
+        if phase["of_floor"] > 1.0:
+            raise RuntimeError(f"{name}: {phase['ms']:.3f} ms is faster than streaming its "
+                               f"weights at the copy bandwidth ({floor_ms:.3f} ms): a timing "
+                               f"bug")
+    return result
+
+
+def print_report(r: dict) -> None:
+    bw = r["copy_bandwidth_tb_s"]
+    print(f"{r.get('gpu') or 'cpu'}  copy bandwidth {bw:.2f} TB/s" if bw else "cpu")
+    print(f"{'phase':<8} {'ms':>8} {'weights GB':>10} {'floor ms':>8} {'of floor':>8}")
+    for name, p in r["phases"].items():
+        floor = f"{p['floor_ms']:8.3f} {p['of_floor']:8.0%}" if "floor_ms" in p else ""
+        print(f"{name:<8} {p['ms']:8.3f} {p['weight_bytes'] / 1e9:10.3f} {floor}")
+    for name, p in r["phases"].items():
+        print(f"\n{name}: top kernels per replay")
+        for k in p["kernels"]:
+            print(f"  {k['us']:9.1f} us {k['share']:6.1%} x{k['calls']:<5g} {k['kernel'][:90]}")
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="qwen3-8b")
+    p.add_argument("--prompt-len", type=int, default=512)
+    p.add_argument("--new-tokens", type=int, default=256)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--tau", type=float, default=6.5)
+    p.add_argument("--reps", type=int, default=200, help="timed replays per phase")
+    p.add_argument("--profile-reps", type=int, default=20, help="profiled replays per phase")
+    p.add_argument("--rows", type=int, default=12, help="kernels listed per phase")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    cuda = args.device == "cuda"
+    cfg = preset_config(args.preset)
+    dtype = torch.bfloat16 if cuda else torch.float32
+    prompt = torch.randint(0, cfg.vocab_size, (args.prompt_len,),
+                           generator=torch.Generator().manual_seed(0)).tolist()
+    state = random_state_dict(cfg, device=args.device, dtype=dtype)
+    target = random_target(args.preset, device=args.device, dtype=dtype, state=state)
+    if cuda:
+        target.enable_compile()
+    result = stamp(args=vars(args), **measure(target, prompt, args.new_tokens, args.tau,
+                                              args.block_size, args.preset, args.reps,
+                                              args.profile_reps, args.rows))
+    if cuda:
+        from kernels.timing import copy_bandwidth
+
+        bandwidth = copy_bandwidth()
+    else:
+        bandwidth = None
+    with_bandwidth(result, bandwidth)
+    print_report(result)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""reference.bench_phases on the CPU: the weight bytes each phase streams (from the Qwen3
+shapes, written out here), replays that write no KV slot but their recorded call's, and the
+guard against a phase timed faster than its weights can stream."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reference.bench_phases import (
+    PHASES,
+    Recorder,
+    measure,
+    weight_bytes,
+    with_bandwidth,
+)
+from reference.generate import generate
+from reference.loaders import DFLASH_PRESETS, PRESETS, random_target
+from reference.methods import BuildContext, MethodSpec, build
+
+F32 = 4
+
+
+def _layer_params(c: dict) -> int:
+    h, d, i = c["hidden_size"], c["head_dim"], c["intermediate_size"]
+    nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
+    return (h + (nh + 2 * nkv) * d * h + 2 * d  # input norm, wqkv, q and k norms
+            + h * nh * d + h  # wo, post-attention norm
+            + 2 * i * h + h * i)  # gate and up, down
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    target = random_target("tiny", device="cpu", dtype=torch.float32)
+    drafter = build(MethodSpec.of("dflash", random="tiny"), target)
+    return target, drafter
+
+
+def test_weight_bytes_follow_the_qwen3_shapes(tiny):
+    target, drafter = tiny
+    t, d = PRESETS["tiny"], DFLASH_PRESETS["tiny"]
+    head = t["vocab_size"] * t["hidden_size"]
+    h, k = d["hidden_size"], len(d["dflash_config"]["target_layer_ids"])
+    kv_rows = d["num_hidden_layers"] * 2 * d["num_key_value_heads"] * d["head_dim"] * h
+    want = {
+        "decode": (t["num_hidden_layers"] * _layer_params(t) + t["hidden_size"] + head) * F32,
+        "draft": (d["num_hidden_layers"] * _layer_params(d) + h + head) * F32,
+        "inject": (h * k * h + h + kv_rows) * F32,
+    }
+    want["verify"] = want["decode"]
+    assert weight_bytes(target, drafter.drafter) == want
+
+
+def test_phases_are_recorded_timed_and_profiled(tiny):
+    target, _ = tiny
+    prompt = list(range(3, 19))
+    r = measure(target, prompt, new_tokens=20, tau=3.0, block_size=8, preset="tiny", reps=2,
+                profile_reps=1, rows=3)
+    assert list(r["phases"]) == list(PHASES)
+    for phase in r["phases"].values():
+        assert phase["ms"] > 0 and 1 <= len(phase["kernels"]) <= 3
+        assert sum(k["share"] for k in phase["kernels"]) <= 1 + 1e-9
+    assert set(r["round_split_ms"]) == {"draft", "verify", "accept", "inject", "host"}
+    assert 1.0 <= r["tau"] <= 8.0
+
+
+def test_replays_write_only_the_slots_of_their_recorded_calls(tiny):
+    target, drafter = tiny
+    prompt = list(range(5, 17))
+    ar = generate(target, [prompt], max_new_tokens=24)
+    context = BuildContext([prompt], 24, ar.tokens, drafter)
+    oracle = "oracle:tau=3.0,block_size=8,shadow=true"
+    generate(target, [prompt], proposer=build(oracle, target, context), max_new_tokens=24)
+    recorder = Recorder(target.runtime.graphs)
+    try:
+        generate(target, [prompt], max_new_tokens=4)
+        generate(target, [prompt], proposer=build(oracle, target, context), max_new_tokens=24)
+        pool = target.runtime.pool
+        before = [x.clone() for x in (pool.k, pool.v, pool.draft_k, pool.draft_v)]
+        for kind in PHASES:
+            recorder.replay(kind)
+            recorder.replay(kind)
+    finally:
+        recorder.close()
+    written = torch.cat([inputs[2].reshape(-1) for _, _, inputs in recorder.calls.values()])
+    others = torch.ones(pool.k.shape[1], dtype=torch.bool)  # (layers, slots, nkv, D)
+    others[written] = False
+    after = (pool.k, pool.v, pool.draft_k, pool.draft_v)
+    assert 0 < int(others.sum()) < others.numel()
+    for a, b in zip(before, after):
+        assert torch.equal(a[:, others], b[:, others])
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))  # the replays ran
+
+
+def test_a_phase_faster_than_its_weights_stream_is_a_timing_bug():
+    phases = {"verify": {"ms": 1.0, "weight_bytes": 4_000_000_000}}
+    ok = with_bandwidth({"phases": {k: dict(v) for k, v in phases.items()}}, 8e12)
+    assert ok["phases"]["verify"]["floor_ms"] == pytest.approx(0.5)
+    assert ok["phases"]["verify"]["of_floor"] == pytest.approx(0.5)
+    with pytest.raises(RuntimeError, match="verify: 1.000 ms is faster"):
+        with_bandwidth({"phases": phases}, 2e12)
