@@ -19,8 +19,8 @@ from collections import defaultdict
 from workbench.reproduce_entry import ROOT, Entry, Outcome
 
 GPU = "committed GPU data (H200):"
-BLOCK_BASE = "benchmarks/toy/2026-11-29-base-pair-dropout/base-eval/acc_base_block_size"
-BLOCK_ZOO = "benchmarks/toy/2026-11-29-zoo-drafters/train/acc_block_size"
+BLOCK_BASE = "benchmarks/toy/2026-12-02-base-pair-committed/base-eval/acc_base_block_size"
+BLOCK_ZOO = "benchmarks/toy/2026-12-02-zoo-block-size-committed-cpu/acc_block_size"
 DEPTH_B8 = "benchmarks/toy/2026-11-29-depth-5-layers-b8/acc_depth"
 ABL_8MIN = "benchmarks/toy/2026-11-29-ablations-8min/acc_ablations"
 ZOO_TRAIN = "benchmarks/toy/2026-11-29-zoo-drafters/train"
@@ -178,7 +178,8 @@ DATA_ENTRIES = [
         "DFlash Table 8: train/test block size",
         "b16->b8 5.09 vs b8->b8 5.21 (keeps 0.98), b8->b16 5.02 vs b16->b16 6.33 (keeps "
         "0.79), Math500. Claim: training large transfers to a smaller B, not the reverse",
-        f"{GPU} {BLOCK_BASE}/, {BLOCK_ZOO}/",
+        f"committed data on the committed test prompts: {BLOCK_BASE}/ (H200), {BLOCK_ZOO}/ "
+        "(CPU, fp32)",
         f"{ACC} artifacts=artifacts/base study=block_size",
         table8,
     ),
