@@ -67,20 +67,33 @@ class OracleProposer(Proposer):
             self.shadow.bind(target, pool, graphs, *args)
         device, rows = target.device, pool.req_to_token.shape[0]
         width = max([len(s) for s in self.streams] + [1])
-        self._stream = torch.zeros(rows, width, dtype=torch.int64, device=device)
+        # drafts[row, g, j - 1]: the draft of generated token g when it sits at block
+        # position j, corrupted once at start; a round gathers its block from it
+        self._drafts = torch.zeros(rows, width, self.block_size - 1, dtype=torch.int64,
+                                   device=device)
         self._prompt_len = torch.zeros(rows, dtype=torch.int64, device=device)
+        self._cols = torch.arange(self.block_size - 1, device=device)
         self._keep = torch.tensor(self.keep_prob, dtype=torch.float32, device=device)
         self._gen = torch.Generator(device=device)
         self._gen.manual_seed(self.seed)
 
     def start(self, rows, request_ids, prompt_lens) -> None:
-        streams = torch.zeros(len(rows), self._stream.shape[1], dtype=torch.int64)
+        """Corrupt each new request's stream for every block position (asynchronous: the
+        serving loop calls this mid-flight). A round drafts generated token g at position j
+        only once (its anchor is g - j), so each draft gets its own keep draw, as when it
+        is drawn in the round."""
+        _, width, cols = self._drafts.shape
+        streams = torch.zeros(len(rows), width, dtype=torch.int64)
         for i, rid in enumerate(request_ids):
             streams[i, : len(self.streams[rid])] = torch.tensor(self.streams[rid],
                                                                 dtype=torch.int64)
-        device = self._stream.device
-        index = to_device(rows, device)  # asynchronous: the serving loop calls this mid-flight
-        self._stream[index] = to_device(streams, device)
+        device = self._drafts.device
+        vocab = self.target.config.vocab_size
+        kept = to_device(streams, device)[:, :, None].expand(-1, -1, cols)
+        u = torch.rand(kept.shape, generator=self._gen, device=device)
+        shift = torch.randint(1, max(vocab, 2), kept.shape, generator=self._gen, device=device)
+        index = to_device(rows, device)
+        self._drafts[index] = torch.where(u < self._keep, kept, (kept + shift) % vocab)
         self._prompt_len[index] = to_device(prompt_lens, device)
 
     def prefill(self, input_ids, batch, aux) -> None:
@@ -104,15 +117,11 @@ class OracleProposer(Proposer):
     def propose(self, rnd: Round) -> Proposal:
         if self.shadow is not None:
             self.shadow.propose(rnd)
-        bs, vocab = rnd.positions.shape[0], self.target.config.vocab_size
+        bs = rnd.positions.shape[0]
         # Generated-token index of block position j: positions - prompt_len.
         index = rnd.positions[:, 1:] - self._prompt_len[rnd.req_rows][:, None]
-        index = index.clamp(0, self._stream.shape[1] - 1)
-        drafts = self._stream[rnd.req_rows[:, None], index]
-        u = torch.rand(drafts.shape, generator=self._gen, device=drafts.device)
-        shift = torch.randint(1, max(vocab, 2), drafts.shape, generator=self._gen,
-                              device=drafts.device)
-        drafts = torch.where(u < self._keep, drafts, (drafts + shift) % vocab)
+        index = index.clamp_(0, self._drafts.shape[1] - 1)
+        drafts = self._drafts[rnd.req_rows[:, None], index, self._cols]
         return Proposal(torch.cat([rnd.verified_id.view(bs, 1), drafts], dim=1))
 
 

@@ -6,6 +6,11 @@ fp32) on the committed zoo pair: four prompts, 48 new tokens, the end-of-text st
 greedy for every method and T = 1 (seed 7) for DFlash B = 16. The ablation drafters are
 the zoo's B = 16 drafter relabelled (fusion, DFlash-AR: same weights) or drafters with
 random weights of seed 3 (no features, EAGLE), written here the same way.
+
+The oracle's pin keeps its tokens (greedy, so the plain run's) and no rounds: its rounds are
+draws of its seeded corruption, which now happen once per request at start instead of once
+per round (fewer launches a round). Its acceptance is checked by distribution
+(tests/reference/test_generate.py, the survival curve).
 """
 
 from __future__ import annotations
@@ -71,7 +76,8 @@ def test_method_reproduces_its_pinned_outputs(zoo_target, variant_dirs, case):
                    stop_token_ids=tuple(PINS["stop_token_ids"]), **sampling)
     pinned = PINS["cases"][case]
     assert out.tokens == pinned["tokens"]
-    assert out.accept_lengths == pinned["accept_lengths"]
+    if "accept_lengths" in pinned:
+        assert out.accept_lengths == pinned["accept_lengths"]
 
 
 def test_every_pinned_greedy_case_is_lossless():
