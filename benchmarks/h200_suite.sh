@@ -12,7 +12,8 @@
 #                kernels) twice: GEMV tuned in CUDA graphs (the default), then by do_bench
 #                (--no-gemv-tune-graph); the attention and GEMV kernels' rows (split
 #                count at batch 1; the tuned GEMV against cuBLAS in graph replays that stream
-#                W past L2) (~5 min)
+#                W past L2); each device phase of a bs-1 round replayed alone
+#                (reference.bench_phases: time, weight floor, top kernels) (~6.5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
@@ -161,6 +162,7 @@ if [ -n "$micro" ]; then
   TREE_ENGINE=(--device cpu --preset tiny --batch-sizes 1 --budgets 16 --reps 1 --context 64)
   COMMIT_AB=(--device cpu --preset tiny --batch-sizes 1 --prompt-len 16 --new-tokens 8
              --hf-new-tokens 0)
+  PHASES=(--device cpu --preset tiny --prompt-len 16 --new-tokens 24 --reps 2 --profile-reps 1)
 else
   WORLD=(--size small --budget-minutes 5)  # tokenizer, target, data: the drafters do not fit
   DRAFT=(--size small --budget-minutes 10.5)  # a gate: drafters 8.5 planned, eval 1.5 (6 s measured)
@@ -188,6 +190,7 @@ else
   TREE=(--num-prompts 1024 --max-new-tokens 128 --budgets 16,32,64,128 --device cuda)
   TREE_ENGINE=()
   COMMIT_AB=(--batch-sizes 1 --hf-new-tokens 0)
+  PHASES=()
 fi
 
 run() {  # run NAME SECONDS CMD...: log to $R/NAME.log, never stop the suite
@@ -221,6 +224,7 @@ case $part in
       --out "$R/bench_do_bench_tuned.json" "${BENCH[@]}" --no-gemv-tune-graph
     [ -z "$micro" ] && run kernels 150 python -m kernels.bench --ops paged_attention,gemv \
       --out "$R/kernels.json"
+    run phases 150 python -m reference.bench_phases --out "$R/phases.json" "${PHASES[@]}"
     ;;
   drafters)
     OMP_NUM_THREADS=8 run recipe 580 python -m toy.recipe --out $A --parallel \
