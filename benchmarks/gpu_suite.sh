@@ -5,10 +5,10 @@
 # The tests run in 8 pytest-xdist processes (the H200 image has pytest-xdist; a test costs
 # mostly its Triton and inductor compiles, which are CPU work, and the machine has 16 cores;
 # tests/conftest.py gives each worker its share of the cores for torch threads and inductor's
-# compile workers; tests marked slow are collected first, one every other test, and
-# --maxschedchunk 1 makes the first hand-out two tests a worker, so each worker starts on
-# one slow test); WORKERS=0 runs them in one process. -v names every test as it ends, so a run cut short
-# still says which tests failed (pytest-xdist prints the failures' reports only at the end).
+# compile workers; tests marked slow are collected first: they start at once, on one worker
+# that compiles the engine once for all of them); WORKERS=0 runs them in one process. -v
+# names every test as it ends, so a run cut short still says which tests failed
+# (pytest-xdist prints the failures' reports only at the end).
 # Run it alone on the GPU: beside other GPU work its tests run slower and hide the target.
 #
 #   bash benchmarks/gpu_suite.sh suite OUT        (target: under 3 minutes on an H200)
@@ -29,7 +29,7 @@ case $part in
     start=$(date +%s.%N)
     HYPOTHESIS_PROFILE=gpu timeout 900 python -m pytest tests/kernels tests/reference -v -rfE \
       --test-log "$out/tests.tsv" \
-      -n "${WORKERS:-8}" --maxschedchunk 1 -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
+      -n "${WORKERS:-8}" -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
     rc=$?
     end=$(date +%s.%N)
     python - "$out" "$rc" "$start" "$end" <<'PY'
