@@ -41,7 +41,7 @@ PHASES = ("decode", "draft", "verify", "inject")
 
 
 def nbytes(*tensors: torch.Tensor) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(t.nbytes for t in tensors)
 
 
 def weight_bytes(target: Target, drafter) -> dict[str, int]:
@@ -159,9 +159,9 @@ def measure(target: Target, prompt: list[int], new_tokens: int, tau: float, bloc
 def with_bandwidth(result: dict, bandwidth: float | None) -> dict:
     """Each phase's floor (weight bytes at the copy bandwidth, reads only) and share of it."""
     result["copy_bandwidth_tb_s"] = None if bandwidth is None else bandwidth / 1e12
+    if bandwidth is None:
+        return result
     for name, phase in result["phases"].items():
-        if bandwidth is None:
-            continue
         floor_ms = phase["weight_bytes"] / bandwidth * 1e3
         phase["floor_ms"] = floor_ms
         phase["of_floor"] = floor_ms / phase["ms"]
