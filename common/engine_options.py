@@ -41,6 +41,21 @@ class EngineOptions:
     """With triton_gemv, gate_up through the Triton GEMV too. Off: cuBLAS already streams
     that wide projection near the memory bound."""
 
+    gemv_glu: bool = False
+    """With triton_gemv, the MLP's down projection reads [gate | up] and forms silu(gate) * up
+    as it loads x (kernels/gemv, glu=True): one elementwise launch fewer per layer, the same
+    rounding as the Inductor kernel it replaces."""
+
+    deferred_residual: bool = False
+    """Each layer hands its MLP output to the next one unadded: the residual add runs fused
+    with the next layer's input RMSNorm (one Inductor kernel) instead of alone at the end of
+    the layer. The same bf16 sums, one launch fewer per layer."""
+
+    draft_kernels: bool = False
+    """The drafter's layers (DFlash, DSpark, the variants) take the target's kernel switches
+    (fused_qk, triton_gemv, gemv_glu, deferred_residual) instead of cuBLAS and the eager q/k
+    sequence."""
+
     unsplit_width: int = 0
     """Short-context attention rule: a paged_attention launch whose table width is at most
     this runs unsplit (no split-K, no merge launch). 0 turns it off. A shape rule, so safe

@@ -20,6 +20,7 @@ request by then; nothing decodes after the replays.
 
     python -m reference.bench_phases --out phases.json          # Qwen3-8B shapes, H200
     python -m reference.bench_phases --device cpu --preset tiny  # a smoke run
+    python -m reference.bench_phases --gemv-glu --out p.json     # any EngineOptions flag
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Callable
 
 import torch
 
+from common import engine_options
 from common.stamps import stamp
 from reference.generate import generate
 from reference.loaders import preset_config, random_state_dict, random_target
@@ -197,19 +199,22 @@ def main(argv=None) -> dict:
     p.add_argument("--rows", type=int, default=12, help="kernels listed per phase")
     p.add_argument("--device", default="cuda")
     p.add_argument("--out", default=None)
+    engine_options.add_arguments(p)
     args = p.parse_args(argv)
+    opts = engine_options.from_args(args)
     cuda = args.device == "cuda"
     cfg = preset_config(args.preset)
     dtype = torch.bfloat16 if cuda else torch.float32
     prompt = torch.randint(0, cfg.vocab_size, (args.prompt_len,),
                            generator=torch.Generator().manual_seed(0)).tolist()
     state = random_state_dict(cfg, device=args.device, dtype=dtype)
-    target = random_target(args.preset, device=args.device, dtype=dtype, state=state)
+    target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
+                           options=opts)
     if cuda:
         target.enable_compile()
-    result = stamp(args=vars(args), **measure(target, prompt, args.new_tokens, args.tau,
-                                              args.block_size, args.preset, args.reps,
-                                              args.profile_reps, args.rows))
+    measured = measure(target, prompt, args.new_tokens, args.tau, args.block_size,
+                       args.preset, args.reps, args.profile_reps, args.rows)
+    result = stamp(args=vars(args), engine_options=opts.asdict(), **measured)
     if cuda:
         from kernels.timing import copy_bandwidth
 

@@ -18,7 +18,14 @@ import torch
 from reference import ops
 from reference.config import DFlashConfig
 from reference.kv_pool import KVShape
-from reference.model import ForwardBatch, LayerWeights, Target, attention_meta, rms_norm
+from reference.model import (
+    AttentionMeta,
+    ForwardBatch,
+    LayerWeights,
+    Target,
+    attention_meta,
+    rms_norm,
+)
 from reference.proposers import Proposal, Proposer, Round
 
 
@@ -51,17 +58,22 @@ def draft_forward(drafter: Drafter, target: Target, block_ids: torch.Tensor,
     committed columns are overwritten by injection afterwards); batch.kv_lens = prefix + B.
     """
     cfg = drafter.config.model
-    x = target.embed[block_ids]
-    cache_loc = batch.cache_loc.reshape(-1)
-    cos_sin = drafter.cos_sin[batch.positions]
-    for i, w in enumerate(drafter.layers):
-        win = cfg.window(i)  # full layers: bidirectional in the block; sliding: causal
-        attn = attention_meta(batch, req_to_token, causal=win is not None, window=win,
-                              options=target.options)
-        x = target.fast_layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i],
-                              cfg.num_heads, cfg.rms_norm_eps)
+    x, _ = target.run_layers(target.embed[block_ids], drafter.layers,
+                             lambda i: draft_meta(cfg, i, batch, req_to_token, target.options),
+                             drafter.cos_sin[batch.positions], batch.cache_loc.reshape(-1),
+                             k_pool, v_pool, cfg.num_heads, cfg.rms_norm_eps,
+                             kernels=target.options.draft_kernels)
     h = rms_norm(x[:, 1:], drafter.norm, cfg.rms_norm_eps)
     return target.logits(h)
+
+
+def draft_meta(cfg, i: int, batch: ForwardBatch, req_to_token: torch.Tensor,
+               options) -> AttentionMeta:
+    """Draft layer i's attention (cfg: the drafter's ModelConfig): bidirectional inside the
+    block on full layers, causal within the window on sliding ones."""
+    win = cfg.window(i)
+    return attention_meta(batch, req_to_token, causal=win is not None, window=win,
+                          options=options)
 
 
 class DFlashProposer(Proposer):

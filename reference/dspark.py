@@ -27,8 +27,8 @@ import torch
 
 from common.dspark_schedule import Scheduler
 from reference.config import ConfigError, DFlashConfig
-from reference.dflash import DFlashProposer, Drafter
-from reference.model import ForwardBatch, Target, attention_meta, rms_norm
+from reference.dflash import DFlashProposer, Drafter, draft_meta
+from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
 
 HEAD_NAMES = (
@@ -87,16 +87,11 @@ def dspark_hidden(
     Writes the block's K/V at batch.cache_loc; batch.kv_lens = prefix + gamma.
     """
     cfg = drafter.config.model
-    x = target.embed[block_ids]
-    cache_loc = batch.cache_loc.reshape(-1)
-    cos_sin = drafter.cos_sin[batch.positions]
-    for i, w in enumerate(drafter.layers):
-        win = cfg.window(i)
-        attn = attention_meta(batch, req_to_token, causal=win is not None, window=win,
-                              options=target.options)
-        x = target.fast_layer(
-            x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads, cfg.rms_norm_eps
-        )
+    x, _ = target.run_layers(target.embed[block_ids], drafter.layers,
+                             lambda i: draft_meta(cfg, i, batch, req_to_token, target.options),
+                             drafter.cos_sin[batch.positions], batch.cache_loc.reshape(-1),
+                             k_pool, v_pool, cfg.num_heads, cfg.rms_norm_eps,
+                             kernels=target.options.draft_kernels)
     return rms_norm(x, drafter.norm, cfg.rms_norm_eps)
 
 

@@ -119,9 +119,29 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     triton_gemv: the wqkv, wo and down projections of at most ops.GEMV_MAX_ROWS tokens
     through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
     """
+    _, x, mlp = residual_layer(x, None, w, cos_sin, attn, cache_loc, k_pool, v_pool, num_heads,
+                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning)
+    return x + mlp
+
+
+def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
+                   cos_sin: torch.Tensor, attn: AttentionMeta, cache_loc: torch.Tensor,
+                   k_pool: torch.Tensor, v_pool: torch.Tensor, num_heads: int, eps: float,
+                   fused_qk: bool = False, triton_gemv: bool = False,
+                   gemv_gate_up: bool = False, gemv_tuning: GemvTuning | None = None,
+                   gemv_glu: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`decoder_layer` with its residual adds left open: the stream entering the layer is
+    x + delta (delta: the previous layer's MLP output, or None), and the stream leaving it is
+    x_mid + mlp. Returns (stream in, x_mid, mlp) (bs, T, H) each; compiled, the add of delta
+    and the input RMSNorm are one kernel. gemv_glu: the down projection forms silu(gate) * up
+    itself (ops.gemv glu=True); other switches: decoder_layer.
+    """
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
     gemv = triton_gemv and bs * t <= ops.GEMV_MAX_ROWS
+    if delta is not None:
+        x = x + delta
     h = rms_norm(x, w.input_norm, eps)
     qkv = _linear(h, w.wqkv, gemv, gemv_tuning)
     if fused_qk:
@@ -138,11 +158,13 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
                               attn.positions, attn.kv_lens, causal=attn.causal,
                               window=attn.window, unsplit_max_width=attn.unsplit_max_width,
                               fused_merge=attn.fused_merge, tree_mask=attn.tree_mask)
-    x = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning)
-    gate_up = _linear(rms_norm(x, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
+    x_mid = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning)
+    gate_up = _linear(rms_norm(x_mid, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
                       gemv_tuning)
+    if gemv and gemv_glu:
+        return x, x_mid, ops.gemv(gate_up, w.w_down, gemv_tuning, glu=True)
     gate, up = gate_up.chunk(2, dim=-1)
-    return x + _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning)
+    return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning)
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, gemv: bool,
@@ -155,9 +177,10 @@ class Target:
     """A Qwen3ForCausalLM's weights plus the forward that runs them over a KVPool.
 
     embed: (V, H); head: (V, H) (the same tensor when tied); cos_sin: (P, D) fp32.
-    `fast_layer` is the torch.compile'd `decoder_layer` after `enable_compile()`; the
+    `fast_layer` is the torch.compile'd `residual_layer` after `enable_compile()`; the
     fixed-shape forwards (decode, draft, verify) use it, prefill stays eager (unless
     options.compiled_prefill). `options` picks the kernels; change them with `with_options`.
+    `run_layers` is the one loop over a stack of layers (the target's, a drafter's).
     """
 
     config: ModelConfig
@@ -166,7 +189,7 @@ class Target:
     norm: torch.Tensor
     head: torch.Tensor
     cos_sin: torch.Tensor
-    fast_layer: Callable = decoder_layer
+    fast_layer: Callable = residual_layer
     runtime: object = None  # the engine's pool and CUDA graphs (reference/engine.py)
     options: EngineOptions = field(default_factory=EngineOptions)
 
@@ -219,7 +242,7 @@ class Target:
         """Fuse each layer's elementwise work with torch.compile (CUDA fast path)."""
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
         torch.fx.experimental._config.use_duck_shape = False  # batch and heads may coincide
-        self.fast_layer = torch.compile(decoder_layer, dynamic=True)
+        self.fast_layer = torch.compile(residual_layer, dynamic=True)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) final-normed hidden -> (..., V) logits in the model dtype."""
@@ -243,26 +266,55 @@ class Target:
         the ancestor mask (reference/tree.py).
         """
         cfg = self.config
-        x = self.embed[input_ids]
-        cache_loc = batch.cache_loc.reshape(-1)
         cos_sin = self.cos_sin[batch.positions if rope_positions is None else rope_positions]
-        layer = self.fast_layer if fast else decoder_layer
-        opts = self.options  # bool arguments below: torch.compile guards on them
-        fused_qk = opts.fused_qk and x.is_cuda
-        triton_gemv = opts.triton_gemv and x.is_cuda
-        tuning = self.gemv_tuning()
-        aux = []
-        for i, w in enumerate(self.layers):
+
+        def meta(i: int) -> AttentionMeta:
             win = cfg.window(i)
-            attn = attention_meta(batch, req_to_token, causal=causal or win is not None,
-                                  window=win, options=opts, tree_mask=tree_mask)
-            x = layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i], cfg.num_heads,
-                      cfg.rms_norm_eps, fused_qk, triton_gemv, opts.triton_gemv_gate_up,
-                      tuning)
-            if i in capture:
-                aux.append(x)
+            return attention_meta(batch, req_to_token, causal=causal or win is not None,
+                                  window=win, options=self.options, tree_mask=tree_mask)
+
+        x, after = self.run_layers(self.embed[input_ids], self.layers, meta, cos_sin,
+                                   batch.cache_loc.reshape(-1), k_pool, v_pool, cfg.num_heads,
+                                   cfg.rms_norm_eps, capture=capture, fast=fast)
         hidden = rms_norm(x, self.norm, cfg.rms_norm_eps)
         if not capture:
             return hidden, None
-        by_id = dict(zip(sorted(set(capture)), aux))
-        return hidden, torch.cat([by_id[i] for i in capture], dim=-1)
+        return hidden, torch.cat([after[i] for i in capture], dim=-1)
+
+    def run_layers(self, x: torch.Tensor, layers: list[LayerWeights],
+                   meta: Callable[[int], AttentionMeta], cos_sin: torch.Tensor,
+                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
+                   num_heads: int, eps: float, *, capture: tuple[int, ...] = (),
+                   fast: bool = True, kernels: bool = True
+                   ) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+        """Run x (bs, T, H) through `layers`; layer i attends as meta(i) says and writes its
+        K/V to k_pool[i], v_pool[i] (pools (L, S, nkv, D)) at cache_loc (bs*T,).
+
+        Returns the residual stream after the last layer and {i: stream after layer i} for
+        the ids in `capture`. The options' kernel switches apply on CUDA (kernels=False:
+        cuBLAS and the eager q/k sequence whatever they say); with deferred_residual each
+        layer's MLP output is added inside the next layer (fused with its input norm).
+        fast=False runs the eager layer.
+        """
+        o = self.options
+        on = kernels and x.is_cuda  # bool arguments: torch.compile guards on them
+        switches = (o.fused_qk and on, o.triton_gemv and on, o.triton_gemv_gate_up,
+                    self.gemv_tuning(), o.gemv_glu and on)
+        layer = self.fast_layer if fast else residual_layer
+        defer = o.deferred_residual and kernels
+        delta, after = None, {}
+        for i, w in enumerate(layers):
+            stream, x, mlp = layer(x, delta, w, cos_sin, meta(i), cache_loc, k_pool[i],
+                                   v_pool[i], num_heads, eps, *switches)
+            if delta is not None and i - 1 in capture:
+                after[i - 1] = stream
+            delta = mlp
+            if not defer:
+                x, delta = x + mlp, None
+                if i in capture:
+                    after[i] = x
+        if delta is not None:
+            x = x + delta
+            if len(layers) - 1 in capture:
+                after[len(layers) - 1] = x
+        return x, after

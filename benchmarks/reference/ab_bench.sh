@@ -5,7 +5,9 @@
 #   git archive <commit> reference kernels | tar -x -C DIR     # the version before
 #   bash benchmarks/reference/ab_bench.sh DIR OUT [ROUNDS] [-- reference.bench args]
 #
-# DIR holds the earlier version's packages; the working tree is the later one. Each run's
+# DIR holds the earlier version's packages; the working tree is the later one (DIR = . and
+# AFTER_FLAGS="--gemv-glu ..." compare engine options of one tree: the after side appends
+# AFTER_FLAGS to its reference.bench arguments). Each run's
 # JSON and log land in OUT/ab/, packed into OUT/ab.tgz (the device returns few files), and
 # benchmarks/reference/ab_report.py prints the ratios (after / before) per batch size.
 set -eu
@@ -15,9 +17,10 @@ args=("$@"); [ ${#args[@]} -eq 0 ] && args=(--batch-sizes 1,16 --hf-new-tokens 0
 here=$(pwd); work="$out/ab"; mkdir -p "$work"
 for r in $(seq "$rounds"); do
   for side in before after; do
-    dir=$here; [ $side = before ] && dir=$before
+    dir=$here; extra=${AFTER_FLAGS:-}; [ $side = before ] && { dir=$before; extra=; }
     start=$(date +%s)
-    (cd "$dir" && python -m reference.bench "${args[@]}" --out "$work/${side}_$r.json") \
+    # shellcheck disable=SC2086  # AFTER_FLAGS: words
+    (cd "$dir" && python -m reference.bench "${args[@]}" $extra --out "$work/${side}_$r.json") \
       > "$work/${side}_$r.log" 2>&1 || { tail -20 "$work/${side}_$r.log"; exit 1; }
     echo "$side $r: $(( $(date +%s) - start )) s"
   done

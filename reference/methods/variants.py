@@ -37,16 +37,16 @@ def draft_stack(drafter: Drafter, target: Target, x: torch.Tensor, batch: Forwar
                 causal: bool) -> torch.Tensor:
     """Run inputs x (bs, T, H) through the draft layers over the draft pool; returns the
     residual stream after the last layer (bs, T, H). Every layer writes its K/V at
-    batch.cache_loc first. The layer is the target's `fast_layer` (decoder_layer, compiled
-    after enable_compile), as in `draft_forward`, so drafters are timed alike."""
+    batch.cache_loc first. The loop is the target's `run_layers` (its compiled layer, the
+    kernels as options.draft_kernels says), as in `draft_forward`, so drafters are timed
+    alike."""
     cfg = drafter.config.model
-    cache_loc = batch.cache_loc.reshape(-1)
-    cos_sin = drafter.cos_sin[batch.positions]
-    for i, w in enumerate(drafter.layers):
-        attn = attention_meta(batch, req_to_token, causal=causal, window=cfg.window(i),
-                              options=target.options)
-        x = target.fast_layer(x, w, cos_sin, attn, cache_loc, k_pool[i], v_pool[i],
-                              cfg.num_heads, cfg.rms_norm_eps)
+    x, _ = target.run_layers(
+        x, drafter.layers,
+        lambda i: attention_meta(batch, req_to_token, causal=causal, window=cfg.window(i),
+                                 options=target.options),
+        drafter.cos_sin[batch.positions], batch.cache_loc.reshape(-1), k_pool, v_pool,
+        cfg.num_heads, cfg.rms_norm_eps, kernels=target.options.draft_kernels)
     return x
 
 

@@ -72,17 +72,18 @@ def test_triton_kernel_inside_decoder_layer(seed, monkeypatch):
         assert_close(g, w, kind="reduction", name=name)
 
 
-@pytest.mark.parametrize("switch, position", [("fused_qk", 9), ("triton_gemv", 10)])
+@pytest.mark.parametrize("switch, position", [("fused_qk", 10), ("triton_gemv", 11),
+                                               ("gemv_glu", 14)])
 def test_forward_switches_are_cuda_only(switch, position):
     """A kernel switch on in the target's options: a CPU Target.forward still passes False
-    for it to the layer (fused_qk is decoder_layer's argument 9, triton_gemv its argument
-    10), and the attention and GEMV-tuning options reach the layer as given."""
+    for it to the layer (fused_qk is residual_layer's argument 10, triton_gemv 11, gemv_glu
+    14), and the attention and GEMV-tuning options reach the layer as given."""
     seen = []
 
     def layer(*args):
-        seen.append((args[position], args[3].unsplit_max_width, args[3].fused_merge,
-                     args[11], args[12]))
-        return args[0]
+        seen.append((args[position], args[4].unsplit_max_width, args[4].fused_merge,
+                     args[12], args[13]))
+        return args[0], args[0], torch.zeros_like(args[0])
 
     opts = EngineOptions().replace(**{switch: True}, unsplit_width=96, fused_merge=True,
                                    triton_gemv_gate_up=True, gemv_tune_graph=False)

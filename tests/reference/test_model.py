@@ -102,3 +102,32 @@ def test_missing_weight_is_named(tiny_dir, tmp_path):
     (tmp_path / "config.json").write_text((tiny_dir / "config.json").read_text())
     with pytest.raises(ConfigError, match="model.layers.1.mlp.up_proj.weight"):
         load_target(tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_deferred_residual_gives_the_same_bits_and_captures(dtype):
+    """EngineOptions.deferred_residual moves each layer's residual add into the next layer:
+    the same sums, so the final hidden and the residual stream captured after any layer
+    (first, middle, last, repeated, out of order) are bitwise those of the plain loop."""
+    from common.engine_options import EngineOptions
+    from reference.loaders import random_target
+
+    plain = random_target("tiny", dtype=dtype)
+    deferred = plain.with_options(EngineOptions(deferred_residual=True))
+    last = plain.config.num_layers - 1
+    capture = (last, 0, 1, 0)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, plain.config.vocab_size, (2, 5), generator=g)
+    out = []
+    for target in (plain, deferred):
+        pool = _pool(target, 2)
+        rows = torch.tensor([pool.admit(20), pool.admit(20)])
+        positions = torch.arange(5).repeat(2, 1)
+        loc = pool.req_to_token[rows[:, None], positions].long()
+        batch = ForwardBatch(positions, loc, rows, torch.full((2,), 5))
+        with torch.no_grad():
+            out.append(target.forward(ids, batch, pool.req_to_token, pool.k, pool.v,
+                                      capture=capture, fast=False))
+    (h0, aux0), (h1, aux1) = out
+    assert torch.equal(h0, h1) and torch.equal(aux0, aux1)
+    assert aux0.shape[-1] == len(capture) * plain.config.hidden_size
