@@ -248,3 +248,21 @@ def test_graph_timed_tuning_times_every_candidate_and_cublas():
     times = tune.TUNE_LOG[tune.key_of(1, 2048, 4096, w, tune.GemvTuning(graph=True))]
     assert times["cublas"] > 0 and times[str(best)] > 0
     assert times[str(best)] == min(t for c, t in times.items() if c != "cublas" and t == t)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [GemvConfig(8, 512, 4, 3, False),
+                                    GemvConfig(16, 512, 4, 3, True),
+                                    GemvConfig(16, 512, 4, 3, False, 4)])
+def test_glu_gemv_equals_the_gemv_of_inductors_swiglu_bit_for_bit(config):
+    """bf16 on CUDA: the GLU prologue rounds silu(gate) * up as the torch.compile'd
+    `F.silu(gate) * up` of the layer does, so the fused GEMV's output is the unfused GEMV's
+    bit for bit (EngineOptions.gemv_glu keeps the engine's tokens)."""
+    import torch.nn.functional as F
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    gate_up = (torch.randn(1, 2 * 1536, device="cuda", generator=g) * 3).to(torch.bfloat16)
+    w = (torch.randn(512, 1536, device="cuda", generator=g) / 40).to(torch.bfloat16)
+    swiglu_compiled = torch.compile(lambda gu: F.silu(gu[:, :1536]) * gu[:, 1536:])
+    x = swiglu_compiled(gate_up)
+    assert torch.equal(gemv(gate_up, w, config=config, glu=True), gemv(x, w, config=config))
