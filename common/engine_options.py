@@ -41,11 +41,6 @@ class EngineOptions:
     """With triton_gemv, gate_up through the Triton GEMV too. Off: cuBLAS already streams
     that wide projection near the memory bound."""
 
-    gemv_glu: bool = False
-    """With triton_gemv, the MLP's down projection reads [gate | up] and forms silu(gate) * up
-    as it loads x (kernels/gemv, glu=True): one elementwise launch fewer per layer, the same
-    rounding as the Inductor kernel it replaces."""
-
     deferred_residual: bool = False
     """Each layer hands its MLP output to the next one unadded: the residual add runs fused
     with the next layer's input RMSNorm (one Inductor kernel) instead of alone at the end of
@@ -53,7 +48,7 @@ class EngineOptions:
 
     draft_kernels: bool = False
     """The drafter's layers (DFlash, DSpark, the variants) take the target's kernel switches
-    (fused_qk, triton_gemv, gemv_glu, deferred_residual) instead of cuBLAS and the eager q/k
+    (fused_qk, triton_gemv, deferred_residual) instead of cuBLAS and the eager q/k
     sequence."""
 
     unsplit_width: int = 0

@@ -16,10 +16,8 @@ flags) with every kernel switch off, then these turned on:
     +gemv gate_up  the same and gate_up (triton_gemv_gate_up)
     qk+gemv     fused q/k and the Triton GEMV (split-K configs among the tuned candidates)
     qk+merge+gemv  fused q/k, fused merge and the Triton GEMV
-    qk+gemv+glu  fused q/k, the Triton GEMV, the SwiGLU formed inside the down GEMV (gemv_glu)
     qk+gemv+defer  fused q/k, the Triton GEMV, the residual add fused into the next layer's
                 norm (deferred_residual)
-    qk+gemv+glu+defer  all of the last two
 
 Each variant runs on `target.with_options(opts)`: the same weights and compiled layer, the
 KV pool kept, fresh CUDA graphs (the switches are baked in at capture; the compiled layer
@@ -41,7 +39,7 @@ from common.engine_options import EngineOptions
 from reference.generate import generate
 
 OFF = dict(fused_qk=False, triton_gemv=False, triton_gemv_gate_up=False, unsplit_width=0,
-           fused_merge=False, gemv_glu=False, deferred_residual=False)
+           fused_merge=False, deferred_residual=False)
 RULE = -1  # stands for the ablation's unsplit width in VARIANTS
 # (name, the fields turned on over OFF)
 VARIANTS = (
@@ -54,10 +52,7 @@ VARIANTS = (
     ("+gemv gate_up", dict(triton_gemv=True, triton_gemv_gate_up=True)),
     ("qk+gemv", dict(fused_qk=True, triton_gemv=True)),
     ("qk+merge+gemv", dict(fused_qk=True, fused_merge=True, triton_gemv=True)),
-    ("qk+gemv+glu", dict(fused_qk=True, triton_gemv=True, gemv_glu=True)),
     ("qk+gemv+defer", dict(fused_qk=True, triton_gemv=True, deferred_residual=True)),
-    ("qk+gemv+glu+defer", dict(fused_qk=True, triton_gemv=True, gemv_glu=True,
-                               deferred_residual=True)),
 )
 
 

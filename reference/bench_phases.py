@@ -20,7 +20,7 @@ request by then; nothing decodes after the replays.
 
     python -m reference.bench_phases --out phases.json          # Qwen3-8B shapes, H200
     python -m reference.bench_phases --device cpu --preset tiny  # a smoke run
-    python -m reference.bench_phases --gemv-glu --out p.json     # any EngineOptions flag
+    python -m reference.bench_phases --deferred-residual --out p.json  # EngineOptions flags
 """
 
 from __future__ import annotations

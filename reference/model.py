@@ -128,14 +128,12 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
                    cos_sin: torch.Tensor, attn: AttentionMeta, cache_loc: torch.Tensor,
                    k_pool: torch.Tensor, v_pool: torch.Tensor, num_heads: int, eps: float,
                    fused_qk: bool = False, triton_gemv: bool = False,
-                   gemv_gate_up: bool = False, gemv_tuning: GemvTuning | None = None,
-                   gemv_glu: bool = False
+                   gemv_gate_up: bool = False, gemv_tuning: GemvTuning | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`decoder_layer` with its residual adds left open: the stream entering the layer is
     x + delta (delta: the previous layer's MLP output, or None), and the stream leaving it is
     x_mid + mlp. Returns (stream in, x_mid, mlp) (bs, T, H) each; compiled, the add of delta
-    and the input RMSNorm are one kernel. gemv_glu: the down projection forms silu(gate) * up
-    itself (ops.gemv glu=True); other switches: decoder_layer.
+    and the input RMSNorm are one kernel. The switches: decoder_layer.
     """
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
@@ -161,8 +159,6 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     x_mid = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning)
     gate_up = _linear(rms_norm(x_mid, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
                       gemv_tuning)
-    if gemv and gemv_glu:
-        return x, x_mid, ops.gemv(gate_up, w.w_down, gemv_tuning, glu=True)
     gate, up = gate_up.chunk(2, dim=-1)
     return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning)
 
@@ -299,7 +295,7 @@ class Target:
         o = self.options
         on = kernels and x.is_cuda  # bool arguments: torch.compile guards on them
         switches = (o.fused_qk and on, o.triton_gemv and on, o.triton_gemv_gate_up,
-                    self.gemv_tuning(), o.gemv_glu and on)
+                    self.gemv_tuning())
         layer = self.fast_layer if fast else residual_layer
         defer = o.deferred_residual and kernels
         delta, after = None, {}

@@ -80,10 +80,8 @@ def qk_norm_rope_write(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_
 
 
 @torch.compiler.disable
-def gemv(x, w, tuning=None, glu=False):
+def gemv(x, w, tuning=None):
     """x (..., K) @ w (N, K)^T: `kernels.gemv` (Triton) on CUDA, else `x @ w.t()`.
-
-    glu: x is (..., 2K) = [gate | up] and the input is silu(gate) * up (`kernels.swiglu`).
 
     Opaque to torch.compile. The Triton kernel runs for at most GEMV_MAX_ROWS rows, matching
     dtypes and no gradient; otherwise (and on the CPU) the layer's own matmul, which in fp32
@@ -94,5 +92,5 @@ def gemv(x, w, tuning=None, glu=False):
     rows = x.numel() // max(x.shape[-1], 1)
     grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
     if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype:
-        return kernels.gemv(x, w, tuning=tuning, glu=glu)
-    return (kernels.swiglu(x) if glu else x) @ w.t()
+        return kernels.gemv(x, w, tuning=tuning)
+    return x @ w.t()

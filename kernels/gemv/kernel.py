@@ -22,22 +22,17 @@ import torch
 from kernels._checks import FLOAT_DTYPES, check_int, check_runnable
 from kernels._checks import check_tensor as _check
 from kernels.gemv.launch import launch
-from kernels.gemv.ref import swiglu
 from kernels.gemv.shared import GemvConfig
 from kernels.gemv.tune import config_for
 from kernels.gemv.tuning import DEFAULT_TUNING, GemvTuning
 
 
-def _check_args(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None,
-                glu: bool) -> None:
+def _check_args(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None) -> None:
     _check("w", w, ndim=2, dtypes=FLOAT_DTYPES, inner_stride_one=True)
     if not isinstance(x, torch.Tensor) or x.dim() < 1:
         raise ValueError("x must be a torch.Tensor of rank >= 1 (..., K)")
     _check("x", x, ndim=x.dim(), dtypes=(w.dtype,), device=w.device, inner_stride_one=True)
-    if glu and x.shape[-1] != 2 * w.shape[1]:
-        raise ValueError(f"glu: x has {x.shape[-1]} columns, expected [gate | up] = 2K = "
-                         f"{2 * w.shape[1]} for w (N, K)")
-    if not glu and x.shape[-1] != w.shape[1]:
+    if x.shape[-1] != w.shape[1]:
         raise ValueError(f"x has K={x.shape[-1]} columns, w (N, K) has K={w.shape[1]}")
     if config is not None:
         if not isinstance(config, GemvConfig):
@@ -59,14 +54,11 @@ def _check_out(out: torch.Tensor, m: int, n: int, x: torch.Tensor) -> None:
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
-         out: torch.Tensor | None = None, tuning: GemvTuning | None = None,
-         glu: bool = False) -> torch.Tensor:
+         out: torch.Tensor | None = None, tuning: GemvTuning | None = None) -> torch.Tensor:
     """Triton version of `gemv_ref`: x (..., K) @ w (N, K)^T -> (..., N) in x's dtype.
 
     Args:
         x: (..., K) fp32/fp16/bf16, last dim contiguous; meant for M = x.numel() / K <= 16.
-            With glu, (..., 2K) = [gate | up] and the input is silu(gate) * up (an MLP's
-            down projection fed by its gate_up output).
         w: (N, K), same dtype and device, rows contiguous (an nn.Linear weight).
         config: launch parameters (split_k > 1: the split-K kernel, split_k.py); None:
             `tune.config_for` (tuned on CUDA, default else; cuBLAS where the tuning timed it
@@ -74,9 +66,8 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
         out: optional (M, N) contiguous output buffer in x's dtype.
         tuning: how `config_for` picks when config is None (`tune.GemvTuning`; None: its
             defaults: tune, time in CUDA graphs, cuBLAS where faster).
-        glu: see x; the config and the tuning are the plain GEMV's of the same (N, K).
     """
-    _check_args(x, w, config, glu)
+    _check_args(x, w, config)
     n, k = w.shape
     m = math.prod(x.shape[:-1])
     if out is not None:
@@ -84,6 +75,5 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     if config is None:
         config = config_for(m, n, k, w, tuning or DEFAULT_TUNING)
         if config is None:  # the tuning found cuBLAS faster at this shape
-            x2 = swiglu(x) if glu else x
-            return torch.matmul(x2.reshape(m, k), w.t(), out=out).view(*x.shape[:-1], n)
-    return launch(x, w, config, out, glu)
+            return torch.matmul(x.reshape(m, k), w.t(), out=out).view(*x.shape[:-1], n)
+    return launch(x, w, config, out)

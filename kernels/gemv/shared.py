@@ -9,10 +9,6 @@ import them without importing each other. `accumulate` has two inner products:
           rows are masked loads, free on a memory-bound kernel.
     fma   M_PAD <= 4: per row of x, sum(W_tile * x_row) on CUDA cores (no padding).
 
-With GLU the row of x holds [gate | up] (2K values) and the GEMV's input is the SwiGLU
-product silu(gate) * up, formed as the x chunks are loaded (`load_x`): the MLP's down
-projection without the elementwise launch before it.
-
 On the CPU (TRITON_INTERPRET=1) the dot path upcasts bf16 tiles to fp32 before tl.dot: the
 interpreter's dot mishandles bf16 (numpy has none). Products of bf16 values are exact in fp32,
 so this is the math the tensor cores do (bf16 products, fp32 accumulation).
@@ -46,31 +42,17 @@ class GemvConfig(NamedTuple):
 
 
 @triton.jit
-def load_x(ptrs, mask, k_up, GLU: tl.constexpr):
-    """A chunk of x at ptrs; with GLU, silu(gate) * up from [gate | up] rows (up k_up
-    columns after gate): fp32 math rounded once to x's dtype, as Inductor fuses
-    `F.silu(gate) * up`."""
-    if GLU:
-        g = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        u = tl.load(ptrs + k_up, mask=mask, other=0.0,
-                    eviction_policy="evict_last").to(tl.float32)
-        return (g * tl.sigmoid(g) * u).to(ptrs.dtype.element_ty)
-    return tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_last")
-
-
-@triton.jit
 def accumulate(
-    x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm, k_up,
+    x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm,
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
-    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, GLU: tl.constexpr,
+    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
 ):
     """The inner loop of both kernels: the (M_PAD, BLOCK_N) fp32 tile of x @ W^T summed over
     K columns [k_lo, k_hi) in BLOCK_K chunks (k_lo a multiple of BLOCK_K; the unsplit kernel
     walks [0, K), a split-K program its slice). w_rows: the tile's BLOCK_N row starts in W;
     m, m_ok: its rows of x (from m0) and which are < M; n_ok: which rows of W are < N. EVEN_K
-    and EVEN_N: no chunk runs past k_hi, no row past N (W loads unmasked). GLU, k_up:
-    `load_x`."""
+    and EVEN_N: no chunk runs past k_hi, no row past N (W loads unmasked)."""
     kk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((M_PAD, BLOCK_N), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES):
@@ -85,8 +67,9 @@ def accumulate(
             else:
                 wt = tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0,
                              eviction_policy="evict_first")
-            x = load_x(x_ptr + m[:, None] * s_xm + k[None, :],
-                       m_ok[:, None] & k_ok[None, :], k_up, GLU)
+            x = tl.load(x_ptr + m[:, None] * s_xm + k[None, :],
+                        mask=m_ok[:, None] & k_ok[None, :], other=0.0,
+                        eviction_policy="evict_last")
             if IEEE:  # fp32 inputs (no tf32); or bf16 upcast exactly, for the interpreter
                 acc += tl.dot(x.to(tl.float32), wt.to(tl.float32), input_precision="ieee")
             else:
@@ -101,7 +84,8 @@ def accumulate(
             w = w.to(tl.float32)
             for i in tl.static_range(M_PAD):
                 row = tl.minimum(m0 + i, M - 1)  # rows past M: read row M-1, never stored
-                xi = load_x(x_ptr + row * s_xm + k, k_ok, k_up, GLU).to(tl.float32)
+                xi = tl.load(x_ptr + row * s_xm + k, mask=k_ok, other=0.0,
+                             eviction_policy="evict_last").to(tl.float32)
                 part = tl.sum(w * xi[None, :], axis=1)  # (BLOCK_N,)
                 acc += tl.where(tl.arange(0, M_PAD)[:, None] == i, part[None, :], 0.0)
     return acc

@@ -72,39 +72,6 @@ def test_gemv_matches_oracle(case):
         check_against_oracle(y.reshape(-1, w.shape[0]), x.reshape(-1, x.shape[-1]), w)
 
 
-def swiglu_input(x: torch.Tensor) -> torch.Tensor:
-    """The GLU GEMV's input from x (..., 2K) = [gate | up], written out here: silu(gate) * up
-    in fp32 (silu(g) = g / (1 + exp(-g))), rounded once to x's dtype."""
-    k = x.shape[-1] // 2
-    gate, up = x[..., :k].double(), x[..., k:].double()
-    return (gate / (1 + torch.exp(-gate)) * up).to(x.dtype)
-
-
-@given(gemv_cases())
-def test_glu_gemv_is_the_gemv_of_silu_gate_times_up(case):
-    """glu=True reads [gate | up] rows and multiplies W by silu(gate) * up: the split-K and
-    unsplit kernels, dot and fma, every drawn shape. In fp32 on the CPU: the interpreter
-    truncates the 16-bit rounding of silu(gate) * up (16-bit inputs: the CUDA suite)."""
-    x, w, config = case
-    if INTERPRETER_TRUNCATES:
-        x, w = x.float(), w.float()
-    g = torch.Generator().manual_seed(x.numel())
-    x = torch.cat([x, torch.randn(x.shape, generator=g).to(x.device, x.dtype)], dim=-1)
-    y = gemv(x, w, config=config, tuning=UNTUNED, glu=True)
-    assert y.shape == (*x.shape[:-1], w.shape[0]) and y.dtype == x.dtype
-    if y.numel():
-        x_eff = swiglu_input(x.reshape(-1, x.shape[-1]))
-        check_against_oracle(y.reshape(-1, w.shape[0]), x_eff, w)
-
-
-def test_glu_on_a_key_tuned_to_cublas_feeds_the_matmul_the_swiglu(monkeypatch):
-    g = torch.Generator().manual_seed(3)
-    x = torch.randn(2, 80, generator=g).to(DEVICE)
-    w = torch.randn(24, 40, generator=g).to(DEVICE)
-    monkeypatch.setitem(tune.CONFIGS, tune.key_of(2, 24, 40, w), None)
-    assert_close(gemv(x, w, glu=True), swiglu_input(x) @ w.t(), kind="reduction")
-
-
 @pytest.mark.parametrize("config", [None, GemvConfig(16, 512, 4, 3, True),
                                     GemvConfig(8, 1024, 4, 2, False)])
 @pytest.mark.parametrize("m", [1, 4])
@@ -153,7 +120,6 @@ BAD = {
     "w strided": ("w", dict(w=torch.zeros(32, 8).t())),
     "x dtype": ("x", dict(x=torch.zeros(2, 32, dtype=torch.float16))),
     "x columns": ("x", dict(x=torch.zeros(2, 31))),
-    "x glu columns": ("glu", dict(x=torch.zeros(2, 32), glu=True)),
     "x strided": ("x", dict(x=torch.zeros(32, 2).t())),
     "config type": ("config", dict(config=(16, 32, 4, 2, True))),
     "config block_k": ("config.block_k", dict(config=GemvConfig(16, 48, 4, 2, True))),
@@ -248,21 +214,3 @@ def test_graph_timed_tuning_times_every_candidate_and_cublas():
     times = tune.TUNE_LOG[tune.key_of(1, 2048, 4096, w, tune.GemvTuning(graph=True))]
     assert times["cublas"] > 0 and times[str(best)] > 0
     assert times[str(best)] == min(t for c, t in times.items() if c != "cublas" and t == t)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("config", [GemvConfig(8, 512, 4, 3, False),
-                                    GemvConfig(16, 512, 4, 3, True),
-                                    GemvConfig(16, 512, 4, 3, False, 4)])
-def test_glu_gemv_equals_the_gemv_of_inductors_swiglu_bit_for_bit(config):
-    """bf16 on CUDA: the GLU prologue rounds silu(gate) * up as the torch.compile'd
-    `F.silu(gate) * up` of the layer does, so the fused GEMV's output is the unfused GEMV's
-    bit for bit (EngineOptions.gemv_glu keeps the engine's tokens)."""
-    import torch.nn.functional as F
-
-    g = torch.Generator(device="cuda").manual_seed(0)
-    gate_up = (torch.randn(1, 2 * 1536, device="cuda", generator=g) * 3).to(torch.bfloat16)
-    w = (torch.randn(512, 1536, device="cuda", generator=g) / 40).to(torch.bfloat16)
-    swiglu_compiled = torch.compile(lambda gu: F.silu(gu[:, :1536]) * gu[:, 1536:])
-    x = swiglu_compiled(gate_up)
-    assert torch.equal(gemv(gate_up, w, config=config, glu=True), gemv(x, w, config=config))

@@ -18,7 +18,7 @@ from reference.generate import generate
 from reference.loaders import random_dflash, random_target
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False, gemv_glu=False,
+DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,
                 deferred_residual=False, draft_kernels=False, unsplit_width=0,
                 fused_merge=False, compiled_prefill=False, fused_commit=False, gemv_tune=True,
                 gemv_tune_graph=True, gemv_cublas_fallback=True)
@@ -81,7 +81,7 @@ def test_flipping_the_kernel_switches_keeps_greedy_tokens():
     want = generate(base, _prompts(), max_new_tokens=8).tokens
     for change in (dict(fused_qk=False), dict(triton_gemv=False),
                    dict(triton_gemv_gate_up=True, unsplit_width=64, fused_merge=True),
-                   dict(gemv_glu=True, deferred_residual=True, draft_kernels=True)):
+                   dict(deferred_residual=True, draft_kernels=True)):
         target = random_target("tiny", dtype=torch.float32, options=EngineOptions(**change))
         assert generate(target, _prompts(), max_new_tokens=8).tokens == want
         spec = generate(target, _prompts(), proposer=random_dflash("tiny", target),

@@ -72,12 +72,11 @@ def test_triton_kernel_inside_decoder_layer(seed, monkeypatch):
         assert_close(g, w, kind="reduction", name=name)
 
 
-@pytest.mark.parametrize("switch, position", [("fused_qk", 10), ("triton_gemv", 11),
-                                               ("gemv_glu", 14)])
+@pytest.mark.parametrize("switch, position", [("fused_qk", 10), ("triton_gemv", 11)])
 def test_forward_switches_are_cuda_only(switch, position):
     """A kernel switch on in the target's options: a CPU Target.forward still passes False
-    for it to the layer (fused_qk is residual_layer's argument 10, triton_gemv 11, gemv_glu
-    14), and the attention and GEMV-tuning options reach the layer as given."""
+    for it to the layer (fused_qk is residual_layer's argument 10, triton_gemv 11), and the
+    attention and GEMV-tuning options reach the layer as given."""
     seen = []
 
     def layer(*args):

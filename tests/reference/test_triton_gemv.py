@@ -10,7 +10,7 @@ import torch
 import kernels
 from common.engine_options import EngineOptions
 from reference import ops
-from reference.model import decoder_layer, residual_layer
+from reference.model import decoder_layer
 from tests.reference.test_fused_qk import INTER, NH, NKV, D, H, _inputs
 from workbench.numerics import assert_close
 
@@ -76,32 +76,6 @@ def test_with_fused_qk_too(monkeypatch):
         assert_close(g, w, kind="reduction", name=name)
 
 
-def test_glu_down_projection_inside_the_layer(monkeypatch):
-    """gemv_glu: the down GEMV gets [gate | up] (2 * INTER columns) with glu=True, and the
-    layer's output stays within the fp32 reduction table of the unfused layer's."""
-    if not kernels.triton_available(torch.zeros(1)):
-        pytest.skip("needs TRITON_INTERPRET=1 or CUDA")
-    seen = []
-    real = kernels.gemv
-
-    def spy(x, w, **kw):
-        seen.append((x.shape[-1], kw.get("glu", False)))
-        return real(x, w, **kw)
-
-    monkeypatch.setattr(ops, "_use_triton", lambda t: True)
-    monkeypatch.setattr(kernels, "gemv", spy)
-    monkeypatch.setattr(kernels, "paged_attention", kernels.paged_attention_ref)
-    x, w, cos_sin, attn, loc, pools = _inputs(5, 1, 2)
-    stream, x_mid, mlp = residual_layer(x, None, w, cos_sin, attn, loc, pools[0].clone(),
-                                        pools[1].clone(), NH, 1e-6, triton_gemv=True,
-                                        gemv_glu=True)
-    monkeypatch.undo()
-    assert seen == [(H, False), (NH * D, False), (2 * INTER, True)]
-    assert torch.equal(stream, x)
-    want, _, _ = _run(5, False, 1, 2)
-    assert_close(x_mid + mlp, want, kind="reduction", name="out")
-
-
 def test_more_than_max_rows_stays_on_the_matmul(monkeypatch):
     """bs * T = 18 > ops.GEMV_MAX_ROWS: no kernel call, bit-equal to the switch off."""
     calls = _spy(monkeypatch)
@@ -135,12 +109,13 @@ def test_cuda_engine_with_triton_gemv_is_lossless(tiny_dir, drafter_dir, monkeyp
     assert spec.tokens == on.tokens
 
 
+
 @pytest.mark.slow
 @pytest.mark.gpu
-def test_cuda_engine_with_glu_deferred_residual_and_draft_kernels_is_lossless(
-        tiny_dir, drafter_dir, monkeypatch):
-    """fp32 tiny target on CUDA (graphs): gemv_glu, deferred_residual and draft_kernels on
-    give the default options' greedy tokens, plain and DFlash; the GLU GEMV ran."""
+def test_cuda_engine_with_deferred_residual_and_draft_kernels_is_lossless(tiny_dir,
+                                                                          drafter_dir):
+    """fp32 tiny target on CUDA (graphs): deferred_residual and draft_kernels on give the
+    default options' greedy tokens, plain and DFlash."""
     from reference.generate import generate
     from reference.loaders import load_dflash, load_target
 
@@ -148,14 +123,9 @@ def test_cuda_engine_with_glu_deferred_residual_and_draft_kernels_is_lossless(
     prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (6, 2, 11)]
     base = load_target(tiny_dir, device="cuda")
     want = generate(base, prompts, max_new_tokens=24).tokens
-    glu = []
-    real = kernels.gemv
-    monkeypatch.setattr(kernels, "gemv", lambda x, w, **kw: glu.append(kw.get("glu")) or
-                        real(x, w, **kw))
-    opts = EngineOptions(gemv_glu=True, deferred_residual=True, draft_kernels=True)
+    opts = EngineOptions(deferred_residual=True, draft_kernels=True)
     on = load_target(tiny_dir, device="cuda", options=opts)
     assert generate(on, prompts, max_new_tokens=24).tokens == want
-    assert True in glu
     spec = generate(on, prompts, proposer=load_dflash(drafter_dir, on, block_size=4),
                     max_new_tokens=24)
     assert spec.tokens == want

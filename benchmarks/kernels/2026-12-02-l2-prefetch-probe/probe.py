@@ -14,10 +14,10 @@ import argparse
 import json
 
 import torch
+from prefetch import prefetch
 
 from common.stamps import stamp
 from kernels.gemv.kernel import gemv
-from prefetch import prefetch
 from kernels.paged_attention.kernel import paged_attention
 from kernels.timing import bench_us
 
