@@ -41,15 +41,16 @@ class EngineOptions:
     """With triton_gemv, gate_up through the Triton GEMV too. Off: cuBLAS already streams
     that wide projection near the memory bound."""
 
-    deferred_residual: bool = False
+    deferred_residual: bool = True
     """Each layer hands its MLP output to the next one unadded: the residual add runs fused
     with the next layer's input RMSNorm (one Inductor kernel) instead of alone at the end of
-    the layer. The same bf16 sums, one launch fewer per layer."""
+    the layer. The same bf16 sums (bitwise the same outputs), one launch fewer per layer."""
 
-    draft_kernels: bool = False
+    draft_kernels: bool = True
     """The drafter's layers (DFlash, DSpark, the variants) take the target's kernel switches
     (fused_qk, triton_gemv, deferred_residual) instead of cuBLAS and the eager q/k
-    sequence."""
+    sequence. fused_qk rounds once, so drafts may differ by bf16 ulps (never the verified
+    tokens)."""
 
     unsplit_width: int = 0
     """Short-context attention rule: a paged_attention launch whose table width is at most

@@ -19,7 +19,7 @@ from reference.loaders import random_dflash, random_target
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,
-                deferred_residual=False, draft_kernels=False, unsplit_width=0,
+                deferred_residual=True, draft_kernels=True, unsplit_width=0,
                 fused_merge=False, compiled_prefill=False, fused_commit=False, gemv_tune=True,
                 gemv_tune_graph=True, gemv_cublas_fallback=True)
 
@@ -81,7 +81,7 @@ def test_flipping_the_kernel_switches_keeps_greedy_tokens():
     want = generate(base, _prompts(), max_new_tokens=8).tokens
     for change in (dict(fused_qk=False), dict(triton_gemv=False),
                    dict(triton_gemv_gate_up=True, unsplit_width=64, fused_merge=True),
-                   dict(deferred_residual=True, draft_kernels=True)):
+                   dict(deferred_residual=False, draft_kernels=False)):
         target = random_target("tiny", dtype=torch.float32, options=EngineOptions(**change))
         assert generate(target, _prompts(), max_new_tokens=8).tokens == want
         spec = generate(target, _prompts(), proposer=random_dflash("tiny", target),
@@ -172,7 +172,8 @@ def test_ablation_rows_carry_distinct_options():
     opts = variant_options(base, 512)
     assert list(opts) == [v[0] for v in VARIANTS]
     assert len(set(opts.values())) == len(VARIANTS)
-    assert opts["all off"] == base.replace(fused_qk=False, triton_gemv=False)
+    assert opts["all off"] == base.replace(fused_qk=False, triton_gemv=False,
+                                           deferred_residual=False)
     assert opts["+attn rule"].unsplit_width == 512
     assert all(not o.gemv_tune_graph for o in opts.values())  # base's tuning kept
     with pytest.raises(ValueError, match="nope"):

@@ -112,7 +112,7 @@ def test_deferred_residual_gives_the_same_bits_and_captures(dtype):
     from common.engine_options import EngineOptions
     from reference.loaders import random_target
 
-    plain = random_target("tiny", dtype=dtype)
+    plain = random_target("tiny", dtype=dtype, options=EngineOptions(deferred_residual=False))
     deferred = plain.with_options(EngineOptions(deferred_residual=True))
     last = plain.config.num_layers - 1
     capture = (last, 0, 1, 0)
