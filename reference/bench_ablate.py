@@ -18,6 +18,8 @@ flags) with every kernel switch off, then these turned on:
     qk+merge+gemv  fused q/k, fused merge and the Triton GEMV
     qk+gemv+defer  fused q/k, the Triton GEMV, the residual add fused into the next layer's
                 norm (deferred_residual)
+    qk+gemv+defer+static  the same, the layer compiled with automatic dynamic shapes
+                (compile_dynamic=False: the hidden size static)
 
 Each variant runs on `target.with_options(opts)`: the same weights and compiled layer, the
 KV pool kept, fresh CUDA graphs (the switches are baked in at capture; the compiled layer
@@ -53,6 +55,8 @@ VARIANTS = (
     ("qk+gemv", dict(fused_qk=True, triton_gemv=True)),
     ("qk+merge+gemv", dict(fused_qk=True, fused_merge=True, triton_gemv=True)),
     ("qk+gemv+defer", dict(fused_qk=True, triton_gemv=True, deferred_residual=True)),
+    ("qk+gemv+defer+static", dict(fused_qk=True, triton_gemv=True, deferred_residual=True,
+                                  compile_dynamic=False)),
 )
 
 

@@ -163,6 +163,12 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning)
 
 
+def _compile(fn: Callable, options: EngineOptions) -> Callable:
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    torch.fx.experimental._config.use_duck_shape = False  # batch and heads may coincide
+    return torch.compile(fn, dynamic=True if options.compile_dynamic else None)
+
+
 def _linear(x: torch.Tensor, weight: torch.Tensor, gemv: bool,
             tuning: GemvTuning | None) -> torch.Tensor:
     return ops.gemv(x, weight, tuning) if gemv else x @ weight.t()
@@ -206,13 +212,16 @@ class Target:
         """
         if not isinstance(options, EngineOptions):
             raise ValueError(f"options must be an EngineOptions, got {type(options).__name__}")
+        fast = self.fast_layer
+        if fast is not residual_layer and options.compile_dynamic != self.options.compile_dynamic:
+            fast = _compile(residual_layer, options)
         rt = self.runtime
         if rt is not None:
             from reference.cuda_graphs import GraphCache
 
             rt = dataclasses.replace(rt, graphs=GraphCache(self.device))
             self.runtime = None
-        return dataclasses.replace(self, options=options, runtime=rt)
+        return dataclasses.replace(self, options=options, runtime=rt, fast_layer=fast)
 
     def gemv_tuning(self) -> GemvTuning:
         """The GEMV tuning of `options`, as the kernels take it."""
@@ -235,10 +244,9 @@ class Target:
         warm_up([getattr(w, n) for w in self.layers for n in names], rows, self.gemv_tuning())
 
     def enable_compile(self) -> None:
-        """Fuse each layer's elementwise work with torch.compile (CUDA fast path)."""
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-        torch.fx.experimental._config.use_duck_shape = False  # batch and heads may coincide
-        self.fast_layer = torch.compile(residual_layer, dynamic=True)
+        """Fuse each layer's elementwise work with torch.compile (CUDA fast path), dynamic as
+        options.compile_dynamic says."""
+        self.fast_layer = _compile(residual_layer, self.options)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) final-normed hidden -> (..., V) logits in the model dtype."""

@@ -20,8 +20,9 @@ from reference.loaders import random_dflash, random_target
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,
                 deferred_residual=True, draft_kernels=True, unsplit_width=0,
-                fused_merge=False, compiled_prefill=False, fused_commit=False, gemv_tune=True,
-                gemv_tune_graph=True, gemv_cublas_fallback=True)
+                fused_merge=False, compile_dynamic=True, compiled_prefill=False,
+                fused_commit=False, gemv_tune=True, gemv_tune_graph=True,
+                gemv_cublas_fallback=True)
 
 
 def _parse(argv: list[str]) -> EngineOptions:
@@ -163,6 +164,20 @@ def test_with_options_moves_the_pool_and_drops_the_graphs():
         generate(target, _prompts(), max_new_tokens=2).tokens
     with pytest.raises(ValueError, match="EngineOptions"):
         target.with_options(DEFAULTS)
+
+
+def test_compile_dynamic_recompiles_a_compiled_layer_only_when_it_changes():
+    from reference.model import residual_layer
+
+    target = random_target("tiny", dtype=torch.float32)
+    assert target.with_options(EngineOptions(compile_dynamic=False)).fast_layer \
+        is residual_layer  # never compiled: stays eager
+    target.enable_compile()
+    same = target.with_options(EngineOptions(fused_qk=False))
+    assert same.fast_layer is target.fast_layer
+    static = same.with_options(EngineOptions(compile_dynamic=False))
+    assert static.fast_layer is not target.fast_layer
+    assert static.fast_layer is not residual_layer
 
 
 def test_ablation_rows_carry_distinct_options():
