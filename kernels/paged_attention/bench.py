@@ -18,6 +18,11 @@ Split count: bs 1 decode, kv_len 512 and 768 in a table of width 832, 2 / 4 / 16
 forced splits against `num_splits`' 8: at batch 1 the attention and its merge launch are a
 visible share of a decode step, so the split count is worth checking per context length.
 
+Key tile: bs 1 decode, kv_len 768 in a table of width 832 (the engine bench's step), BLOCK_N
+32 / 64 / 128 keys per loop step at 4, 8 and 16 splits against the default (32 keys,
+`num_splits`' choice): at batch 1 each split walks its keys in a few dependent steps of
+gathered loads, and the attention with its merge costs ~11 us a layer for 3 MB of K/V.
+
 Tree verify: bs 1, a 64-node tree (T = 64, its ancestor mask) after 512 context keys in a
 table of width 832 (experiments/tree_engine.py's shape), each split count 1..16 with and
 without the fused merge against `num_splits`' choice (two launches): the 64-query verify
@@ -99,7 +104,8 @@ def run(ctx) -> list[Row]:
             o = bench_us(lambda a=args, k=kw: paged_attention_ref(*a, **k))
             rows.append(Row("paged_attention", f"bs={bs} T={t} kv={KV_LEN}", "bfloat16", k, o,
                             nbytes, {}, ">=1x oracle", o.p50 >= k.p50))
-    return rows + rule_rows() + fused_merge_rows() + split_rows() + tree_rows()
+    return (rows + rule_rows() + fused_merge_rows() + split_rows() + key_tile_rows()
+            + tree_rows())
 
 
 def _bs1(kv_len: int, width: int, **launch):
@@ -161,6 +167,30 @@ def split_rows(width: int = 832) -> list[Row]:
                             f"{splits} vs {chosen} splits (graph us)", "bfloat16", forced,
                             base, nbytes, {"splits": splits, "chosen": chosen},
                             "forced faster", forced.p50 < base.p50))
+    return rows
+
+
+def key_tile_rows(width: int = 832, kv_len: int = 768) -> list[Row]:
+    """bs 1 decode: each (keys per step, splits) as `kernel` against the default launch as
+    `oracle` (two launches, merge included), with its output within 2e-2 of the default's."""
+    call, nbytes = _bs1(kv_len, width)
+    with kernel.forced():
+        base = graph_us(call)
+        want = call()
+    chosen = kernel.num_splits(NKV, width, 32)
+    rows = []
+    for key_tile in (32, 64, 128):
+        for splits in (4, 8, 16):
+            with kernel.forced(splits=splits, key_tile=key_tile):
+                out = call()
+                got = graph_us(call)
+            ok = (out.float() - want.float()).abs().max().item() < 2e-2
+            rows.append(Row("paged_attention key tile", f"bs=1 T=1 kv={kv_len} W={width} "
+                            f"BLOCK_N={key_tile} {splits} splits vs 32 keys {chosen} splits "
+                            "(graph us)", "bfloat16", got, base, nbytes,
+                            {"key_tile": key_tile, "splits": splits, "chosen": chosen,
+                             "same_output": ok},
+                            "forced faster, same output", ok and got.p50 < base.p50))
     return rows
 
 

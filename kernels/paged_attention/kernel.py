@@ -52,18 +52,24 @@ TALL_TILE: tuple[int, int] | None = None
 """(BLOCK_M, num_warps) of a launch with more than 64 query rows per KV head (a tree verify,
 a prefill): fewer, taller tiles read each key fewer times. None: 64-row tiles of 4 warps.
 Read at launch, so a CUDA graph keeps the value it was captured with."""
+KEY_TILE: int | None = None
+"""BLOCK_N, the keys a program takes per loop step (a power of two >= 16). None: 32 at
+D > 64, else 64. A batch-1 decode walks each split's keys in a few dependent steps, so
+fewer, wider steps may hide more latency (kernels/paged_attention/bench.py key_tile_rows)."""
 
 
 @contextlib.contextmanager
-def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = None):
-    """FORCE_SPLITS and TALL_TILE set for a block (tests, benches, sweeps), then restored."""
-    global FORCE_SPLITS, TALL_TILE
-    saved = FORCE_SPLITS, TALL_TILE
-    FORCE_SPLITS, TALL_TILE = splits, tall_tile
+def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = None,
+           key_tile: int | None = None):
+    """FORCE_SPLITS, TALL_TILE and KEY_TILE set for a block (tests, benches, sweeps), then
+    restored."""
+    global FORCE_SPLITS, TALL_TILE, KEY_TILE
+    saved = FORCE_SPLITS, TALL_TILE, KEY_TILE
+    FORCE_SPLITS, TALL_TILE, KEY_TILE = splits, tall_tile, key_tile
     try:
         yield
     finally:
-        FORCE_SPLITS, TALL_TILE = saved
+        FORCE_SPLITS, TALL_TILE, KEY_TILE = saved
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -235,7 +241,7 @@ def paged_attention(
     if TALL_TILE is not None and t * group > 64:
         block_m, warps = TALL_TILE
     block_d = max(16, triton.next_power_of_2(d))
-    block_n = 64 if block_d <= 64 else 32
+    block_n = KEY_TILE or (64 if block_d <= 64 else 32)
     if bs == 0 or t == 0:
         return out
     tiles = triton.cdiv(t * group, block_m)

@@ -14,13 +14,14 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16, torch.float16]
 
 
-@pytest.mark.parametrize("splits", [None, 3])
+@pytest.mark.parametrize("splits, key_tile", [(None, None), (3, None), (2, 64)])
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(case=attention_cases())
-def test_paged_attention_matches_ref(case, dtype, splits):
-    """Also with the key range split over 3 programs and merged (flash-decoding)."""
+def test_paged_attention_matches_ref(case, dtype, splits, key_tile):
+    """Also with the key range split over 3 programs and merged (flash-decoding), and over 2
+    programs that take 64 keys a step."""
     args, kw = case.args(dtype, DEVICE)
-    with kernel.forced(splits=splits):
+    with kernel.forced(splits=splits, key_tile=key_tile):
         got = paged_attention(*args, **kw)
     fp32_args, _ = case.args(dtype, DEVICE)
     want = paged_attention_ref(*(a.float() if a.is_floating_point() else a for a in fp32_args),
