@@ -199,7 +199,8 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
     for the mask loads): each forced split count, two-launch and fused, as `kernel` against
     `num_splits`' choice with the merge launch as `oracle`; then taller query tiles (BLOCK_M
     128 and 256 of the T*G = 256 rows, so each KV head's keys are read by 2 or 1 programs per
-    split instead of 4) at num_splits' choice and 2-16 splits, two-launch."""
+    split instead of 4) at num_splits' choice and 2-16 splits, two-launch; and 64 or 128 keys
+    per loop step (KEY_TILE) at 64-row tiles, 4 and 8 splits."""
     args, kw = make_inputs(1, nodes, kv_len=context + nodes, width=width)
     mask = torch.ones(nodes, nodes, device=DEVICE, dtype=torch.bool).tril()[None]
     nbytes = (context + nodes) * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
@@ -235,6 +236,17 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
                             got, base, nbytes,
                             {"splits": splits, "block_m": block_m, "warps": warps,
                              "chosen": chosen},
+                            "within 2e-2 of the default tile",
+                            (out.float() - want.float()).abs().max().item() < 2e-2))
+    for key_tile in (64, 128):
+        for splits in (4, 8):
+            with kernel.forced(splits=splits, key_tile=key_tile):
+                out = call(False)()
+                got = graph_us(call(False))
+            rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "
+                            f"W={width} BLOCK_N={key_tile} {splits} splits vs {chosen} "
+                            "(graph us)", "bfloat16", got, base, nbytes,
+                            {"splits": splits, "key_tile": key_tile, "chosen": chosen},
                             "within 2e-2 of the default tile",
                             (out.float() - want.float()).abs().max().item() < 2e-2))
     return rows
