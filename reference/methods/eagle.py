@@ -56,7 +56,17 @@ def chain(drafter: Drafter, in_proj: torch.Tensor, target: Target, tokens, featu
 
 
 class EagleProposer(DFlashProposer):
-    """Runs the EAGLE-style chain in the engine; keeps each request's last target feature."""
+    """Runs the EAGLE-style chain in the engine; keeps each request's last target feature.
+
+    Its graphs read buffers of its own (`_prev`, `in_proj`), so they are keyed by this object
+    (Proposer's default), and its commit reads the candidates it kept at propose, so it stays
+    out of the verify graph (as NoFeatureProposer's)."""
+
+    commit_in_graph = False
+
+    @property
+    def graph_key(self) -> tuple:
+        return (type(self), id(self))
 
     def __init__(self, drafter: Drafter, target: Target, in_proj: torch.Tensor,
                  block_size: int | None = None):

@@ -76,3 +76,17 @@ def test_proposers_with_state_of_their_own_keep_their_own_key_and_commit():
     no_feature = NoFeatureProposer(a.drafter, target)
     assert not no_feature.commit_in_graph  # its commit reads the candidates it kept
     assert OracleProposer([[1]], 16, None).graph_key != a.graph_key
+
+
+def test_eagle_keeps_its_own_graphs_and_commit():
+    """Eagle's graphs read its own `_prev` and `in_proj`: a second Eagle proposer over the same
+    drafter must not replay the first one's; its commit reads the candidates it kept."""
+    from reference.methods.eagle import EagleProposer
+
+    target = random_target("tiny", dtype=torch.float32)
+    a = random_dflash("tiny", target)
+    in_proj = torch.zeros(target.config.hidden_size, 2 * target.config.hidden_size)
+    first, second = (EagleProposer(a.drafter, target, in_proj) for _ in range(2))
+    assert first.graph_key != second.graph_key
+    assert first.graph_key != a.graph_key
+    assert not first.commit_in_graph
