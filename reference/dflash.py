@@ -57,23 +57,29 @@ def draft_forward(drafter: Drafter, target: Target, block_ids: torch.Tensor,
     The block's own K/V is written to the draft pool at batch.cache_loc (the verify slots;
     committed columns are overwritten by injection afterwards); batch.kv_lens = prefix + B.
     """
-    cfg = drafter.config.model
-    x, _ = target.run_layers(target.embed[block_ids], drafter.layers,
-                             lambda i: draft_meta(cfg, i, batch, req_to_token, target.options),
-                             drafter.cos_sin[batch.positions], batch.cache_loc.reshape(-1),
-                             k_pool, v_pool, cfg.num_heads, cfg.rms_norm_eps,
-                             kernels=target.options.draft_kernels)
-    h = rms_norm(x[:, 1:], drafter.norm, cfg.rms_norm_eps)
+    x = draft_layers(drafter, target, block_ids, batch, req_to_token, k_pool, v_pool)
+    h = rms_norm(x[:, 1:], drafter.norm, drafter.config.model.rms_norm_eps)
     return target.logits(h)
 
 
-def draft_meta(cfg, i: int, batch: ForwardBatch, req_to_token: torch.Tensor,
-               options) -> AttentionMeta:
-    """Draft layer i's attention (cfg: the drafter's ModelConfig): bidirectional inside the
-    block on full layers, causal within the window on sliding ones."""
-    win = cfg.window(i)
-    return attention_meta(batch, req_to_token, causal=win is not None, window=win,
-                          options=options)
+def draft_layers(drafter: Drafter, target: Target, block_ids: torch.Tensor,
+                 batch: ForwardBatch, req_to_token: torch.Tensor, k_pool: torch.Tensor,
+                 v_pool: torch.Tensor) -> torch.Tensor:
+    """The residual stream (bs, T, H) after the draft layers over blocks block_ids (bs, T):
+    bidirectional inside the block on full layers, causal within the window on sliding
+    ones; the target's loop (`Target.run_layers`), kernels as options.draft_kernels says."""
+    cfg = drafter.config.model
+
+    def meta(i: int) -> AttentionMeta:
+        win = cfg.window(i)
+        return attention_meta(batch, req_to_token, causal=win is not None, window=win,
+                              options=target.options)
+
+    x, _ = target.run_layers(target.embed[block_ids], drafter.layers, meta,
+                             drafter.cos_sin[batch.positions], batch.cache_loc.reshape(-1),
+                             k_pool, v_pool, cfg.num_heads, cfg.rms_norm_eps,
+                             kernels=target.options.draft_kernels)
+    return x
 
 
 class DFlashProposer(Proposer):

@@ -27,7 +27,7 @@ import torch
 
 from common.dspark_schedule import Scheduler
 from reference.config import ConfigError, DFlashConfig
-from reference.dflash import DFlashProposer, Drafter, draft_meta
+from reference.dflash import DFlashProposer, Drafter, draft_layers
 from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
 
@@ -86,13 +86,8 @@ def dspark_hidden(
 
     Writes the block's K/V at batch.cache_loc; batch.kv_lens = prefix + gamma.
     """
-    cfg = drafter.config.model
-    x, _ = target.run_layers(target.embed[block_ids], drafter.layers,
-                             lambda i: draft_meta(cfg, i, batch, req_to_token, target.options),
-                             drafter.cos_sin[batch.positions], batch.cache_loc.reshape(-1),
-                             k_pool, v_pool, cfg.num_heads, cfg.rms_norm_eps,
-                             kernels=target.options.draft_kernels)
-    return rms_norm(x, drafter.norm, cfg.rms_norm_eps)
+    x = draft_layers(drafter, target, block_ids, batch, req_to_token, k_pool, v_pool)
+    return rms_norm(x, drafter.norm, drafter.config.model.rms_norm_eps)
 
 
 def markov_logits(base: torch.Tensor, heads: Heads, prev: torch.Tensor) -> torch.Tensor:
