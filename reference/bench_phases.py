@@ -57,21 +57,30 @@ def weight_bytes(target: Target, drafter) -> dict[str, int]:
 
 
 class Recorder:
-    """Wraps a GraphCache's `run`: keeps the last call of each key kind (key[0]) with a copy
-    of its inputs, and replays it through the cache (the captured graph on CUDA)."""
+    """Wraps a GraphCache's `run`: keeps the last call of each key kind (key[0]) and replays
+    it alone. On CUDA the captured graph replays on its static inputs, which hold that call's
+    inputs, so recording adds no work to the measured run; without graphs (the CPU) the
+    call's inputs are kept as copies and the function runs again. A run nested in another's
+    capture is part of that graph and is not recorded."""
 
     def __init__(self, graphs):
         self.graphs, self.inner, self.calls = graphs, graphs.run, {}
         graphs.run = self._run
 
     def _run(self, key, fn: Callable, *inputs: torch.Tensor):
-        self.calls[key[0]] = (key, fn, tuple(t.clone() for t in inputs))
+        if self.graphs.capturing:  # nested: part of the outer call's graph, not a phase
+            return self.inner(key, fn, *inputs)
+        kept = None if self.graphs.enabled else tuple(t.clone() for t in inputs)
+        self.calls[key[0]] = (key, fn, kept, self.graphs.full_key(key, inputs))
         return self.inner(key, fn, *inputs)
 
     def replay(self, kind: str) -> None:
-        key, fn, inputs = self.calls[kind]
+        key, fn, inputs, full_key = self.calls[kind]
         with torch.inference_mode():  # the graphs' static inputs are inference tensors
-            self.inner(key, fn, *inputs)
+            if inputs is None:
+                self.graphs.replay_last(full_key)
+            else:
+                self.inner(key, fn, *inputs)
 
     def close(self) -> None:
         self.graphs.run = self.inner

@@ -82,7 +82,7 @@ def test_replays_write_only_the_slots_of_their_recorded_calls(tiny):
             recorder.replay(kind)
     finally:
         recorder.close()
-    written = torch.cat([inputs[2].reshape(-1) for _, _, inputs in recorder.calls.values()])
+    written = torch.cat([inputs[2].reshape(-1) for _, _, inputs, _ in recorder.calls.values()])
     others = torch.ones(pool.k.shape[1], dtype=torch.bool)  # (layers, slots, nkv, D)
     others[written] = False
     after = (pool.k, pool.v, pool.draft_k, pool.draft_v)
@@ -114,3 +114,18 @@ def test_main_takes_the_engine_option_flags_and_stamps_them(capsys):
     assert r["engine_options"]["compile_dynamic"] is False
     assert r["engine_options"]["draft_kernels"] is True
     assert set(r["phases"]) == set(PHASES)
+
+
+@pytest.mark.gpu
+def test_replay_last_reruns_a_captured_graph_on_its_last_inputs():
+    """On CUDA a recorded phase replays from the graph's static inputs (no copies kept):
+    after its output is cleared, the replay writes the last run's result again."""
+    from reference.cuda_graphs import GraphCache
+
+    graphs = GraphCache("cuda")
+    x = torch.arange(6.0, device="cuda")
+    graphs.run(("double",), lambda a: a * 2, x)
+    out = graphs.run(("double",), lambda a: a * 2, x + 1)
+    out.zero_()
+    graphs.replay_last(graphs.full_key(("double",), (x,)))
+    assert torch.equal(out, (x + 1) * 2)
