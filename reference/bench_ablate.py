@@ -2,7 +2,8 @@
 
 One process, one set of random Qwen3-8B weights, the variants interleaved `repeats` times.
 Each variant is an `EngineOptions` (common/engine_options.py): the base options (the bench's
-flags) with every kernel switch off, then these turned on:
+flags) with every kernel switch off and the layer compiled with dynamic=True, then these
+turned on:
 
     all off     eager q/k tail (Inductor's ~5 kernels), cuBLAS projections, split-K attention
     +fused qk   fused_qk: ops.qk_norm_rope_write, one Triton launch per layer
@@ -41,7 +42,7 @@ from common.engine_options import EngineOptions
 from reference.generate import generate
 
 OFF = dict(fused_qk=False, triton_gemv=False, triton_gemv_gate_up=False, unsplit_width=0,
-           fused_merge=False, deferred_residual=False)
+           fused_merge=False, deferred_residual=False, compile_dynamic=True)
 RULE = -1  # stands for the ablation's unsplit width in VARIANTS
 # (name, the fields turned on over OFF)
 VARIANTS = (

@@ -54,7 +54,8 @@ def _check_out(out: torch.Tensor, m: int, n: int, x: torch.Tensor) -> None:
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
-         out: torch.Tensor | None = None, tuning: GemvTuning | None = None) -> torch.Tensor:
+         out: torch.Tensor | None = None, tuning: GemvTuning | None = None,
+         pdl: bool = False) -> torch.Tensor:
     """Triton version of `gemv_ref`: x (..., K) @ w (N, K)^T -> (..., N) in x's dtype.
 
     Args:
@@ -66,6 +67,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
         out: optional (M, N) contiguous output buffer in x's dtype.
         tuning: how `config_for` picks when config is None (`tune.GemvTuning`; None: its
             defaults: tune, time in CUDA graphs, cuBLAS where faster).
+        pdl: launch as a programmatic dependent launch (launch.py; CUDA sm_90+ only).
     """
     _check_args(x, w, config)
     n, k = w.shape
@@ -76,4 +78,4 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
         config = config_for(m, n, k, w, tuning or DEFAULT_TUNING)
         if config is None:  # the tuning found cuBLAS faster at this shape
             return torch.matmul(x.reshape(m, k), w.t(), out=out).view(*x.shape[:-1], n)
-    return launch(x, w, config, out)
+    return launch(x, w, config, out, pdl)

@@ -86,8 +86,11 @@ def _paged_attention_kernel(
     TREE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
-    MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr,
+    MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr, PDL: tl.constexpr,
 ):
+    if PDL:  # a programmatic dependent launch: wait for the kernel before, free the next
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2) % SPLITS
@@ -197,12 +200,16 @@ def paged_attention(
     unsplit_max_width: int = 0,
     fused_merge: bool = False,
     tree_mask: torch.Tensor | None = None,
+    pdl: bool = False,
 ) -> torch.Tensor:
     """Triton version of `paged_attention_ref` (same arguments, same result).
 
     unsplit_max_width: tables of width W <= this run unsplit (0: the split heuristic always).
     fused_merge: the split programs merge their partials themselves, no second launch.
     tree_mask: (bs, T, T) bool ancestor mask of a tree verify (ref.py), or None.
+    pdl: launch the attention (and its merge) as programmatic dependent launches (CUDA
+        sm_90+; ignored on the CPU): each waits for the kernel before it in the stream to
+        finish before touching memory, and lets the next one launch early.
     """
     check_tensor("q", q, ndim=4, dtypes=FLOAT_DTYPES, inner_stride_one=True)
     dev = q.device
@@ -256,6 +263,8 @@ def paged_attention(
         ml = torch.empty(bs, nkv, splits, t * group, 2, device=dev, dtype=torch.float32)
     if fused:
         cnt = counters(dev, bs * nkv * tiles)
+    pdl = bool(pdl) and q.is_cuda
+    launch_pdl = {"launch_pdl": True} if pdl else {}
     _paged_attention_kernel[(bs, nkv, tiles * splits)](
         q, k_pool, v_pool, table, req_rows, positions, kv_lens, out, acc, ml, cnt,
         tree if tree is not None else positions,
@@ -269,12 +278,13 @@ def paged_attention(
         G=group, D=d, CAUSAL=causal, WINDOWED=window is not None, TREE=tree is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
-        FUSED=fused, **(merge if fused else no_merge),
-        num_warps=warps, num_stages=2,
+        FUSED=fused, **(merge if fused else no_merge), PDL=pdl,
+        num_warps=warps, num_stages=2, **launch_pdl,
     )
     if splits > 1 and not fused:
         per, merge = merge_launch(t * group, block_d, splits)
         _merge_kernel[(bs, nkv, triton.cdiv(t * group, per))](
             acc, ml, out, t, splits, out.stride(0), out.stride(1), out.stride(2),
-            G=group, D=d, BLOCK_M=per, BLOCK_D=block_d, **merge, num_warps=4)
+            G=group, D=d, BLOCK_M=per, BLOCK_D=block_d, **merge, PDL=pdl, num_warps=4,
+            **launch_pdl)
     return out

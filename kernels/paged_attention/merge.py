@@ -107,9 +107,13 @@ def _merge_rows(acc_ptr, ml_ptr, out_ptr, b, h, nkv, rows0, n_rows, RG, SPLITS,
 @triton.jit(do_not_specialize=["T"])
 def _merge_kernel(acc_ptr, ml_ptr, out_ptr, T, SPLITS, so_b, so_t, so_h, G: tl.constexpr,
                   D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                  MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr):
+                  MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr,
+                  PDL: tl.constexpr):
     """The two-launch path's merge: one program per (b, h, tile of BLOCK_M rows); the launch
-    takes BLOCK_M from `merge_launch`."""
+    takes BLOCK_M from `merge_launch`. PDL: as the attention kernel's (kernel.py)."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     rows0 = tl.program_id(2) * BLOCK_M

@@ -102,16 +102,16 @@ def test_a_phase_faster_than_its_weights_stream_is_a_timing_bug():
 
 
 def test_main_takes_the_engine_option_flags_and_stamps_them(capsys):
-    """`--no-deferred-residual --no-compile-dynamic` reach the measured target's options and
+    """`--no-deferred-residual --compile-dynamic` reach the measured target's options and
     the record's `engine_options` (a CPU smoke run of the script)."""
     from reference.bench_phases import main
 
     r = main(["--device", "cpu", "--preset", "tiny", "--new-tokens", "12", "--prompt-len", "8",
               "--reps", "1", "--profile-reps", "1", "--rows", "2", "--no-deferred-residual",
-              "--no-compile-dynamic"])
+              "--compile-dynamic"])
     capsys.readouterr()
     assert r["engine_options"]["deferred_residual"] is False
-    assert r["engine_options"]["compile_dynamic"] is False
+    assert r["engine_options"]["compile_dynamic"] is True
     assert r["engine_options"]["draft_kernels"] is True
     assert set(r["phases"]) == set(PHASES)
 

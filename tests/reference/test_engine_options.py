@@ -20,7 +20,7 @@ from reference.loaders import random_dflash, random_target
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,
                 deferred_residual=True, draft_kernels=True, unsplit_width=0,
-                fused_merge=False, compile_dynamic=True, compiled_prefill=False,
+                fused_merge=False, compile_dynamic=False, compiled_prefill=False,
                 fused_commit=False, gemv_tune=True, gemv_tune_graph=True,
                 gemv_cublas_fallback=True)
 
@@ -170,14 +170,14 @@ def test_compile_dynamic_recompiles_a_compiled_layer_only_when_it_changes():
     from reference.model import residual_layer
 
     target = random_target("tiny", dtype=torch.float32)
-    assert target.with_options(EngineOptions(compile_dynamic=False)).fast_layer \
+    assert target.with_options(EngineOptions(compile_dynamic=True)).fast_layer \
         is residual_layer  # never compiled: stays eager
     target.enable_compile()
     same = target.with_options(EngineOptions(fused_qk=False))
     assert same.fast_layer is target.fast_layer
-    static = same.with_options(EngineOptions(compile_dynamic=False))
-    assert static.fast_layer is not target.fast_layer
-    assert static.fast_layer is not residual_layer
+    dynamic = same.with_options(EngineOptions(compile_dynamic=True))
+    assert dynamic.fast_layer is not target.fast_layer
+    assert dynamic.fast_layer is not residual_layer
 
 
 def test_ablation_rows_carry_distinct_options():
@@ -188,7 +188,8 @@ def test_ablation_rows_carry_distinct_options():
     assert list(opts) == [v[0] for v in VARIANTS]
     assert len(set(opts.values())) == len(VARIANTS)
     assert opts["all off"] == base.replace(fused_qk=False, triton_gemv=False,
-                                           deferred_residual=False)
+                                           deferred_residual=False, compile_dynamic=True)
+    assert not opts["qk+gemv+defer+static"].compile_dynamic
     assert opts["+attn rule"].unsplit_width == 512
     assert all(not o.gemv_tune_graph for o in opts.values())  # base's tuning kept
     with pytest.raises(ValueError, match="nope"):
