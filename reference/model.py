@@ -110,7 +110,7 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                   num_heads: int, eps: float, fused_qk: bool = False,
                   triton_gemv: bool = False, gemv_gate_up: bool = False,
-                  gemv_tuning: GemvTuning | None = None) -> torch.Tensor:
+                  gemv_tuning: GemvTuning | None = None, pdl: bool = False) -> torch.Tensor:
     """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
 
     The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
@@ -118,9 +118,11 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     on CUDA; on the CPU its oracle, which is the sequence below).
     triton_gemv: the wqkv, wo and down projections of at most ops.GEMV_MAX_ROWS tokens
     through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
+    pdl: those Triton launches (and the attention's) as programmatic dependent launches
+    (kernels/pdl.py).
     """
     _, x, mlp = residual_layer(x, None, w, cos_sin, attn, cache_loc, k_pool, v_pool, num_heads,
-                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning)
+                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl)
     return x + mlp
 
 
@@ -128,8 +130,8 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
                    cos_sin: torch.Tensor, attn: AttentionMeta, cache_loc: torch.Tensor,
                    k_pool: torch.Tensor, v_pool: torch.Tensor, num_heads: int, eps: float,
                    fused_qk: bool = False, triton_gemv: bool = False,
-                   gemv_gate_up: bool = False, gemv_tuning: GemvTuning | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   gemv_gate_up: bool = False, gemv_tuning: GemvTuning | None = None,
+                   pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`decoder_layer` with its residual adds left open: the stream entering the layer is
     x + delta (delta: the previous layer's MLP output, or None), and the stream leaving it is
     x_mid + mlp. Returns (stream in, x_mid, mlp) (bs, T, H) each; compiled, the add of delta
@@ -141,11 +143,12 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     if delta is not None:
         x = x + delta
     h = rms_norm(x, w.input_norm, eps)
-    qkv = _linear(h, w.wqkv, gemv, gemv_tuning)
+    qkv = _linear(h, w.wqkv, gemv, gemv_tuning, pdl)
     if fused_qk:
         q = ops.qk_norm_rope_write(qkv.reshape(bs * t, -1), w.q_norm, w.k_norm,
                                    cos_sin.reshape(bs * t, d), cache_loc, k_pool, v_pool,
-                                   num_heads=num_heads, eps=eps).view(bs, t, num_heads, d)
+                                   num_heads=num_heads, eps=eps, pdl=pdl
+                                   ).view(bs, t, num_heads, d)
     else:
         q, k, v = qkv.split([num_heads * d, nkv * d, nkv * d], dim=-1)
         q = apply_rope(rms_norm(q.view(bs, t, num_heads, d), w.q_norm, eps), cos_sin)
@@ -155,12 +158,13 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     out = ops.paged_attention(q, k_pool, v_pool, attn.req_to_token, attn.req_rows,
                               attn.positions, attn.kv_lens, causal=attn.causal,
                               window=attn.window, unsplit_max_width=attn.unsplit_max_width,
-                              fused_merge=attn.fused_merge, tree_mask=attn.tree_mask)
-    x_mid = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning)
+                              fused_merge=attn.fused_merge, tree_mask=attn.tree_mask,
+                              pdl=pdl)
+    x_mid = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning, pdl)
     gate_up = _linear(rms_norm(x_mid, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
-                      gemv_tuning)
+                      gemv_tuning, pdl)
     gate, up = gate_up.chunk(2, dim=-1)
-    return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning)
+    return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning, pdl)
 
 
 def _compile(fn: Callable, options: EngineOptions) -> Callable:
@@ -170,8 +174,8 @@ def _compile(fn: Callable, options: EngineOptions) -> Callable:
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, gemv: bool,
-            tuning: GemvTuning | None) -> torch.Tensor:
-    return ops.gemv(x, weight, tuning) if gemv else x @ weight.t()
+            tuning: GemvTuning | None, pdl: bool = False) -> torch.Tensor:
+    return ops.gemv(x, weight, tuning, pdl) if gemv else x @ weight.t()
 
 
 @dataclass
@@ -303,7 +307,7 @@ class Target:
         o = self.options
         on = kernels and x.is_cuda  # bool arguments: torch.compile guards on them
         switches = (o.fused_qk and on, o.triton_gemv and on, o.triton_gemv_gate_up,
-                    self.gemv_tuning())
+                    self.gemv_tuning(), o.pdl and on)
         layer = self.fast_layer if fast else residual_layer
         defer = o.deferred_residual and kernels
         delta, after = None, {}

@@ -46,12 +46,13 @@ def kv_materialize(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, ca
 
 @torch.compiler.disable
 def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, *, causal,
-                    window=None, unsplit_max_width=0, fused_merge=False, tree_mask=None):
+                    window=None, unsplit_max_width=0, fused_merge=False, tree_mask=None,
+                    pdl=False):
     """See `kernels.paged_attention_ref`; opaque to torch.compile (a Triton launch on CUDA).
 
     The oracle also runs whenever q needs a gradient (drafter training): the Triton kernel
-    has no backward. unsplit_max_width and fused_merge are the kernel's launch switches
-    (EngineOptions.unsplit_width, .fused_merge); the oracle has none. tree_mask: a tree
+    has no backward. unsplit_max_width, fused_merge and pdl are the kernel's launch switches
+    (EngineOptions.unsplit_width, .fused_merge, .pdl); the oracle has none. tree_mask: a tree
     verify's ancestor mask (kernels/paged_attention/ref.py), or None.
     """
     grad = torch.is_grad_enabled() and q.requires_grad
@@ -59,38 +60,40 @@ def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_len
     if _use_triton(q) and not grad:
         return kernels.paged_attention(*args, causal=causal, window=window,
                                        unsplit_max_width=unsplit_max_width,
-                                       fused_merge=fused_merge, tree_mask=tree_mask)
+                                       fused_merge=fused_merge, tree_mask=tree_mask,
+                                       pdl=pdl)
     return kernels.paged_attention_ref(*args, causal=causal, window=window, tree_mask=tree_mask)
 
 
 @torch.compiler.disable
 def qk_norm_rope_write(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_pool, v_pool, *,
-                       num_heads, eps):
+                       num_heads, eps, pdl=False):
     """See `kernels.qk_norm_rope_write_ref`; opaque to torch.compile (a Triton launch on CUDA).
 
     The oracle (decoder_layer's own op sequence) runs on the CPU and whenever an input needs
-    a gradient: the Triton kernel has no backward.
+    a gradient: the Triton kernel has no backward. pdl: EngineOptions.pdl (the kernel's).
     """
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (qkv, q_norm_weight, k_norm_weight))
-    triton = _use_triton(qkv) and not grad
-    op = kernels.qk_norm_rope_write if triton else kernels.qk_norm_rope_write_ref
-    return op(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_pool, v_pool,
-              num_heads=num_heads, eps=eps)
+    args = (qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_pool, v_pool)
+    if _use_triton(qkv) and not grad:
+        return kernels.qk_norm_rope_write(*args, num_heads=num_heads, eps=eps, pdl=pdl)
+    return kernels.qk_norm_rope_write_ref(*args, num_heads=num_heads, eps=eps)
 
 
 @torch.compiler.disable
-def gemv(x, w, tuning=None):
+def gemv(x, w, tuning=None, pdl=False):
     """x (..., K) @ w (N, K)^T: `kernels.gemv` (Triton) on CUDA, else `x @ w.t()`.
 
     Opaque to torch.compile. The Triton kernel runs for at most GEMV_MAX_ROWS rows, matching
     dtypes and no gradient; otherwise (and on the CPU) the layer's own matmul, which in fp32
     is the oracle `kernels.gemv_ref`. The first CUDA call of a shape tunes the kernel: make
     it outside CUDA-graph capture (the engine's GraphCache warms up before capturing), as
-    `tuning` says (kernels.gemv.tune.GemvTuning; None: its defaults).
+    `tuning` says (kernels.gemv.tune.GemvTuning; None: its defaults). pdl:
+    EngineOptions.pdl (a programmatic dependent launch of the Triton kernel).
     """
     rows = x.numel() // max(x.shape[-1], 1)
     grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
     if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype:
-        return kernels.gemv(x, w, tuning=tuning)
+        return kernels.gemv(x, w, tuning=tuning, pdl=pdl)
     return x @ w.t()

@@ -67,7 +67,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
         out: optional (M, N) contiguous output buffer in x's dtype.
         tuning: how `config_for` picks when config is None (`tune.GemvTuning`; None: its
             defaults: tune, time in CUDA graphs, cuBLAS where faster).
-        pdl: launch as a programmatic dependent launch (launch.py; CUDA sm_90+ only).
+        pdl: a programmatic dependent launch (kernels/pdl.py; CUDA sm_90+ only).
     """
     _check_args(x, w, config)
     n, k = w.shape

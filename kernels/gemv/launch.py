@@ -22,6 +22,7 @@ import triton.language as tl
 
 from kernels.gemv.shared import GemvConfig, accumulate, m_pad
 from kernels.gemv.split_k import gemv_split_k
+from kernels.pdl import launch_options, pdl_enter, use_pdl
 
 
 @triton.jit
@@ -32,11 +33,8 @@ def _gemv_kernel(
     EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, PDL: tl.constexpr,
 ):
     """Grid (cdiv(N, BLOCK_N), cdiv(M, M_PAD)): y (M, N) tile of program (n, m) over all of K.
-    PDL: launched as a programmatic dependent launch; the program waits for the kernel before
-    it to finish (and flush) before touching memory, and lets the next one launch at once."""
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    PDL: launched as a programmatic dependent launch (kernels/pdl.py)."""
+    pdl_enter(PDL)
     pid_n = tl.program_id(0)
     m0 = tl.program_id(1) * M_PAD
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -56,7 +54,7 @@ def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
 
     Arguments as `kernels.gemv.kernel.gemv` takes them, already checked there; out, when
     given, is (M, N) with M = x.numel() / K. pdl: launch the unsplit kernel as a
-    programmatic dependent launch (CUDA, sm_90+; ignored elsewhere and by split-K).
+    programmatic dependent launch (kernels/pdl.py; split-K launches without).
     """
     n, k = w.shape
     lead = x.shape[:-1]
@@ -73,13 +71,13 @@ def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
         gemv_split_k(x2, w, y, config, pad, ieee)
         return y.view(*lead, n)
     grid = (triton.cdiv(n, config.block_n), triton.cdiv(m, pad))
-    pdl = pdl and x.is_cuda
+    pdl = use_pdl(pdl, x)
     _gemv_kernel[grid](
         x2, w, y, m, n, k, x2.stride(0), w.stride(0), y.stride(0),
         M_PAD=pad, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         NUM_STAGES=config.num_stages, DOT=config.dot, IEEE=ieee,
         EVEN_K=k % config.block_k == 0, EVEN_N=n % config.block_n == 0, PDL=pdl,
         num_warps=config.num_warps, num_stages=config.num_stages,
-        **({"launch_pdl": True} if pdl else {}),
+        **launch_options(pdl),
     )
     return y.view(*lead, n)

@@ -46,6 +46,7 @@ from kernels.paged_attention.merge import (
     merge_blocks,
     merge_launch,
 )
+from kernels.pdl import launch_options, pdl_enter, use_pdl
 
 FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
 TALL_TILE: tuple[int, int] | None = None
@@ -88,9 +89,7 @@ def _paged_attention_kernel(
     DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
     MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr, PDL: tl.constexpr,
 ):
-    if PDL:  # a programmatic dependent launch: wait for the kernel before, free the next
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2) % SPLITS
@@ -207,9 +206,7 @@ def paged_attention(
     unsplit_max_width: tables of width W <= this run unsplit (0: the split heuristic always).
     fused_merge: the split programs merge their partials themselves, no second launch.
     tree_mask: (bs, T, T) bool ancestor mask of a tree verify (ref.py), or None.
-    pdl: launch the attention (and its merge) as programmatic dependent launches (CUDA
-        sm_90+; ignored on the CPU): each waits for the kernel before it in the stream to
-        finish before touching memory, and lets the next one launch early.
+    pdl: the attention and its merge as programmatic dependent launches (kernels/pdl.py).
     """
     check_tensor("q", q, ndim=4, dtypes=FLOAT_DTYPES, inner_stride_one=True)
     dev = q.device
@@ -263,8 +260,8 @@ def paged_attention(
         ml = torch.empty(bs, nkv, splits, t * group, 2, device=dev, dtype=torch.float32)
     if fused:
         cnt = counters(dev, bs * nkv * tiles)
-    pdl = bool(pdl) and q.is_cuda
-    launch_pdl = {"launch_pdl": True} if pdl else {}
+    pdl = use_pdl(pdl, q)
+    launch_pdl = launch_options(pdl)
     _paged_attention_kernel[(bs, nkv, tiles * splits)](
         q, k_pool, v_pool, table, req_rows, positions, kv_lens, out, acc, ml, cnt,
         tree if tree is not None else positions,

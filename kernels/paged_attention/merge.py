@@ -23,6 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.pdl import pdl_enter
+
 _COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
 
 
@@ -111,9 +113,7 @@ def _merge_kernel(acc_ptr, ml_ptr, out_ptr, T, SPLITS, so_b, so_t, so_h, G: tl.c
                   PDL: tl.constexpr):
     """The two-launch path's merge: one program per (b, h, tile of BLOCK_M rows); the launch
     takes BLOCK_M from `merge_launch`. PDL: as the attention kernel's (kernel.py)."""
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     rows0 = tl.program_id(2) * BLOCK_M

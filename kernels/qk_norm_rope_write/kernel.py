@@ -24,6 +24,7 @@ import triton.language as tl
 
 from kernels._checks import FLOAT_DTYPES, INT_DTYPES, check_int, check_len, check_runnable
 from kernels._checks import check_tensor as _check
+from kernels.pdl import launch_options, pdl_enter, use_pdl
 
 
 @triton.jit(do_not_specialize=["num_slots", "nh", "nkv"])
@@ -31,8 +32,9 @@ def _qk_norm_rope_write_kernel(
     qkv_ptr, qw_ptr, kw_ptr, cs_ptr, loc_ptr, q_ptr, k_pool_ptr, v_pool_ptr,
     num_slots, nh, nkv, eps,
     s_qkv, s_cs, s_loc, s_q_t, s_q_h, s_kp_s, s_kp_h, s_vp_s, s_vp_h,
-    D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+    D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)  # head index in the qkv row
     is_q = r < nh
@@ -116,6 +118,7 @@ def qk_norm_rope_write(
     eps: float,
     block_heads: int = 8,
     num_warps: int = 4,
+    pdl: bool = False,
 ) -> torch.Tensor:
     """Triton version of `qk_norm_rope_write_ref` (same arguments, same result).
 
@@ -124,6 +127,7 @@ def qk_norm_rope_write(
         q_norm_weight, k_norm_weight: (D,); cos_sin: (T, D) fp32; cache_loc: (T,) int.
         k_pool, v_pool: (S, nkv, D), same shape and dtype, last dim contiguous; written.
         block_heads: heads (q, k or v) per program, a power of two; num_warps: per program.
+        pdl: a programmatic dependent launch (kernels/pdl.py).
 
     Returns: q (T, nh, D) in qkv's dtype, contiguous.
     """
@@ -135,11 +139,13 @@ def qk_norm_rope_write(
     if tokens == 0:
         return q
     heads = num_heads + 2 * nkv
+    pdl = use_pdl(pdl, qkv)
     _qk_norm_rope_write_kernel[(tokens, triton.cdiv(heads, block_heads))](
         qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, q, k_pool, v_pool,
         k_pool.shape[0], num_heads, nkv, float(eps),
         qkv.stride(0), cos_sin.stride(0), cache_loc.stride(0), q.stride(0), q.stride(1),
         k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
-        D=d, BLOCK_H=block_heads, BLOCK_D=triton.next_power_of_2(d), num_warps=num_warps,
+        D=d, BLOCK_H=block_heads, BLOCK_D=triton.next_power_of_2(d), PDL=pdl,
+        num_warps=num_warps, **launch_options(pdl),
     )
     return q

@@ -129,3 +129,25 @@ def test_cuda_engine_with_deferred_residual_and_draft_kernels_is_lossless(tiny_d
     spec = generate(on, prompts, proposer=load_dflash(drafter_dir, on, block_size=4),
                     max_new_tokens=24)
     assert spec.tokens == want
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+def test_cuda_engine_with_pdl_gives_the_same_tokens(tiny_dir, drafter_dir):
+    """EngineOptions.pdl launches the same kernels, only earlier: bf16 tiny target on CUDA
+    (graphs), the greedy tokens of plain and DFlash decoding equal those without it."""
+    from reference.generate import generate
+    from reference.loaders import load_dflash, load_target
+
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (5, 9, 3)]
+    outs = []
+    for pdl in (False, True):
+        target = load_target(tiny_dir, device="cuda", dtype=torch.bfloat16,
+                             options=EngineOptions(pdl=pdl))
+        plain = generate(target, prompts, max_new_tokens=24).tokens
+        spec = generate(target, prompts, proposer=load_dflash(drafter_dir, target,
+                                                              block_size=4),
+                        max_new_tokens=24).tokens
+        outs.append((plain, spec))
+    assert outs[0] == outs[1]
