@@ -19,6 +19,7 @@ import json
 import torch
 
 from common.stamps import stamp
+from kernels import pdl as pdl_mod
 from kernels.gemv.kernel import gemv
 from kernels.paged_attention.kernel import paged_attention
 from kernels.timing import bench_us
@@ -44,42 +45,50 @@ def main() -> None:
     lens = torch.full((1,), CTX, device=dev, dtype=torch.int64)
     x0 = torch.randn(1, H, device=dev, dtype=dt)
 
-    def chain(pdl: bool, parts: str, triton_gu: bool):
+    def chain(pdl: bool, parts: str):
+        steps = parts.split("+")
+
         def fn():
             x = x0
             for i in range(L):
-                if "qkv" in parts:
-                    x = gemv(x, wqkv[i], pdl=pdl)[:, :NH * D]
-                if "attn" in parts:
-                    x = paged_attention(x.reshape(1, 1, NH, D), k_pool[i], v_pool[i], table,
-                                        rows, pos, lens, causal=True, pdl=pdl).reshape(1, H)
-                if "o" in parts:
-                    x = gemv(x, wo[i], pdl=pdl)
-                if "mlp" in parts:
-                    g = gemv(x, gu[i], pdl=pdl) if triton_gu else torch.matmul(x, gu[i].t())
-                    x = gemv(g[:, :FF], down[i], pdl=pdl)
+                for step in steps:
+                    if step == "qkv":
+                        x = gemv(x, wqkv[i], pdl=pdl)[:, :NH * D]
+                    elif step == "attn":
+                        x = paged_attention(x.reshape(1, 1, NH, D), k_pool[i], v_pool[i],
+                                            table, rows, pos, lens, causal=True,
+                                            pdl=pdl).reshape(1, H)
+                    elif step == "o":
+                        x = gemv(x, wo[i], pdl=pdl)
+                    elif step == "gu":  # cuBLAS, then the gate half feeds down
+                        x = torch.matmul(x, gu[i].t())[:, :FF]
+                    elif step == "down":
+                        x = gemv(x, down[i], pdl=pdl)
+                    elif step == "n":  # one elementwise kernel of ours-not (as Inductor's)
+                        x = x * 1.0
             return x
         return fn
 
+    modes = {"off": (False, False, False), "pdl": (True, False, False),
+             "pdl+trigger_first": (True, True, False), "pdl+prefetch": (True, False, True),
+             "pdl+trigger_first+prefetch": (True, True, True)}
+    chains = ("qkv+n+attn+o+n+gu+n+down+n", "qkv+attn+o+gu+down", "attn+o", "n+o", "o")
     out, finals = {}, {}
-    for parts in ("qkv+attn+o+mlp", "qkv+o+mlp", "attn+o", "o"):
-        for triton_gu in ((False, True) if "mlp" in parts else (False,)):
-            for pdl in (False, True):
-                name = f"{parts}{' triton_gu' if triton_gu else ''} pdl={int(pdl)}"
-                try:
-                    t, final = time_chain(chain(pdl, parts, triton_gu))
-                    out[name] = t
-                    finals[name] = final
-                except Exception as e:  # noqa: BLE001 - a probe: report and go on
-                    out[name] = repr(e)[:300]
-                print(f"{name:40s} {out[name]} us/layer", flush=True)
-    same = {}
-    for name in finals:
-        if name.endswith("pdl=1"):
-            off = name[:-1] + "0"
-            if off in finals:
-                same[name[:-6]] = bool(torch.equal(finals[name], finals[off]))
-    print("bitwise same with PDL:", same, flush=True)
+    for parts in chains:
+        for mode, (pdl, first, prefetch) in modes.items():
+            pdl_mod.TRIGGER_FIRST, pdl_mod.PREFETCH_W = first, prefetch
+            name = f"{parts} {mode}"
+            try:
+                t, final = time_chain(chain(pdl, parts))
+                out[name] = t
+                finals[name] = final
+            except Exception as e:  # noqa: BLE001 - a probe: report and go on
+                out[name] = repr(e)[:300]
+            print(f"{name:50s} {out[name]} us/layer", flush=True)
+    same = {name: bool(torch.equal(finals[name], finals[name.rsplit(" ", 1)[0] + " off"]))
+            for name in finals if not name.endswith(" off")
+            and name.rsplit(" ", 1)[0] + " off" in finals}
+    print("bitwise same as off:", same, flush=True)
     rec = stamp(us_per_layer=out, bitwise_same=same, layers=L, context=CTX)
     if args.out:
         with open(args.out, "w") as f:
