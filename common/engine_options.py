@@ -69,11 +69,12 @@ class EngineOptions:
     H200, same tokens). Applies at `Target.enable_compile` (and `with_options` recompiles a
     compiled layer when it changes)."""
 
-    pdl: bool = False
+    pdl: bool = True
     """Our Triton launches of a layer (the GEMVs, the fused q/k tail, the attention and its
     merge) as programmatic dependent launches (kernels/pdl.py, sm_90+): each kernel's
     programs get resident while the one before drains, and wait on it on the device. The
-    same kernels and reads (bitwise the same outputs); cuBLAS and Inductor launch as usual."""
+    same kernels and reads (bitwise the same outputs); cuBLAS and Inductor launch as usual.
+    ~45 us less per batch-1 decode step of Qwen3-8B shapes on an H200."""
 
     compiled_prefill: bool = False
     """Prefill through the torch.compile'd layer (dynamic shapes) instead of the eager one,

@@ -18,38 +18,13 @@ import torch
 import triton
 import triton.language as tl
 
-TRIGGER_FIRST = False
-"""Probe switch: a PDL kernel lets the next one launch before its own wait (deeper run-ahead)."""
-PREFETCH_W = False
-"""Probe switch: a PDL-launched GEMV asks L2 for its rows of W before it waits."""
-
 
 @triton.jit
-def pdl_enter(PDL: tl.constexpr, TRIGGER_FIRST: tl.constexpr = False):
+def pdl_enter(PDL: tl.constexpr):
     """The first statement of a kernel that may be PDL-launched (PDL: it is)."""
     if PDL:
-        if TRIGGER_FIRST:
-            tl.extra.cuda.gdc_launch_dependents()
-            tl.extra.cuda.gdc_wait()
-        else:
-            tl.extra.cuda.gdc_wait()
-            tl.extra.cuda.gdc_launch_dependents()
-
-
-@triton.jit
-def prefetch_rows(w_addr, n, n_ok, s_wn, K, ELT: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr):
-    """Ask L2 for rows n (BLOCK_N,) of a row-major W at byte address w_addr (int64), K
-    columns of ELT bytes each, one `prefetch.global.L2::evict_last` per 128-byte line."""
-    LINE: tl.constexpr = 128 // ELT
-    cols = tl.arange(0, BLOCK_K // LINE) * LINE
-    row = tl.where(n_ok, n, 0).to(tl.int64) * s_wn
-    for k0 in range(0, K, BLOCK_K):
-        k = k0 + cols
-        off = row[:, None] + tl.where(k < K, k, 0)[None, :]
-        addr = w_addr + off * ELT
-        tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1]; mov.u32 $0, 0;",
-                                  "=r,l", [addr], dtype=tl.int32, is_pure=False, pack=1)
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
 
 
 def use_pdl(pdl: bool, tensor: torch.Tensor) -> bool:

@@ -20,30 +20,26 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import pdl as pdl_mod
 from kernels.gemv.shared import GemvConfig, accumulate, m_pad
 from kernels.gemv.split_k import gemv_split_k
-from kernels.pdl import launch_options, pdl_enter, prefetch_rows, use_pdl
+from kernels.pdl import launch_options, pdl_enter, use_pdl
 
 
 @triton.jit
 def _gemv_kernel(
-    x_ptr, w_ptr, y_ptr, M, N, K, s_xm, s_wn, s_ym, w_addr,
+    x_ptr, w_ptr, y_ptr, M, N, K, s_xm, s_wn, s_ym,
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
     EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, PDL: tl.constexpr,
-    TRIGGER_FIRST: tl.constexpr, PREFETCH: tl.constexpr, ELT: tl.constexpr,
 ):
     """Grid (cdiv(N, BLOCK_N), cdiv(M, M_PAD)): y (M, N) tile of program (n, m) over all of K.
     PDL: launched as a programmatic dependent launch (kernels/pdl.py)."""
+    pdl_enter(PDL)
     pid_n = tl.program_id(0)
     m0 = tl.program_id(1) * M_PAD
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m = m0 + tl.arange(0, M_PAD)
     n_ok = n < N
-    if PREFETCH:
-        prefetch_rows(w_addr, n, n_ok, s_wn, K, ELT, BLOCK_N, BLOCK_K)
-    pdl_enter(PDL, TRIGGER_FIRST)
     m_ok = m < M
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
     acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, M_PAD, BLOCK_N, BLOCK_K,
@@ -77,12 +73,10 @@ def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
     grid = (triton.cdiv(n, config.block_n), triton.cdiv(m, pad))
     pdl = use_pdl(pdl, x)
     _gemv_kernel[grid](
-        x2, w, y, m, n, k, x2.stride(0), w.stride(0), y.stride(0), w.data_ptr(),
+        x2, w, y, m, n, k, x2.stride(0), w.stride(0), y.stride(0),
         M_PAD=pad, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         NUM_STAGES=config.num_stages, DOT=config.dot, IEEE=ieee,
         EVEN_K=k % config.block_k == 0, EVEN_N=n % config.block_n == 0, PDL=pdl,
-        TRIGGER_FIRST=pdl and pdl_mod.TRIGGER_FIRST, PREFETCH=pdl and pdl_mod.PREFETCH_W,
-        ELT=w.element_size(),
         num_warps=config.num_warps, num_stages=config.num_stages,
         **launch_options(pdl),
     )

@@ -31,7 +31,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import pdl as pdl_mod
 from kernels._checks import (
     FLOAT_DTYPES,
     INT_DTYPES,
@@ -89,9 +88,8 @@ def _paged_attention_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
     MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr, PDL: tl.constexpr,
-    TRIGGER_FIRST: tl.constexpr,
 ):
-    pdl_enter(PDL, TRIGGER_FIRST)
+    pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2) % SPLITS
@@ -278,14 +276,12 @@ def paged_attention(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         FUSED=fused, **(merge if fused else no_merge), PDL=pdl,
-        TRIGGER_FIRST=pdl and pdl_mod.TRIGGER_FIRST,
         num_warps=warps, num_stages=2, **launch_pdl,
     )
     if splits > 1 and not fused:
         per, merge = merge_launch(t * group, block_d, splits)
         _merge_kernel[(bs, nkv, triton.cdiv(t * group, per))](
             acc, ml, out, t, splits, out.stride(0), out.stride(1), out.stride(2),
-            G=group, D=d, BLOCK_M=per, BLOCK_D=block_d, **merge, PDL=pdl,
-        TRIGGER_FIRST=pdl and pdl_mod.TRIGGER_FIRST, num_warps=4,
+            G=group, D=d, BLOCK_M=per, BLOCK_D=block_d, **merge, PDL=pdl, num_warps=4,
             **launch_pdl)
     return out

@@ -110,10 +110,10 @@ def _merge_rows(acc_ptr, ml_ptr, out_ptr, b, h, nkv, rows0, n_rows, RG, SPLITS,
 def _merge_kernel(acc_ptr, ml_ptr, out_ptr, T, SPLITS, so_b, so_t, so_h, G: tl.constexpr,
                   D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
                   MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr,
-                  PDL: tl.constexpr, TRIGGER_FIRST: tl.constexpr):
+                  PDL: tl.constexpr):
     """The two-launch path's merge: one program per (b, h, tile of BLOCK_M rows); the launch
     takes BLOCK_M from `merge_launch`. PDL: as the attention kernel's (kernel.py)."""
-    pdl_enter(PDL, TRIGGER_FIRST)
+    pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     rows0 = tl.program_id(2) * BLOCK_M

@@ -22,7 +22,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import pdl as pdl_mod
 from kernels._checks import FLOAT_DTYPES, INT_DTYPES, check_int, check_len, check_runnable
 from kernels._checks import check_tensor as _check
 from kernels.pdl import launch_options, pdl_enter, use_pdl
@@ -34,9 +33,8 @@ def _qk_norm_rope_write_kernel(
     num_slots, nh, nkv, eps,
     s_qkv, s_cs, s_loc, s_q_t, s_q_h, s_kp_s, s_kp_h, s_vp_s, s_vp_h,
     D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr,
-    TRIGGER_FIRST: tl.constexpr,
 ):
-    pdl_enter(PDL, TRIGGER_FIRST)
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)  # head index in the qkv row
     is_q = r < nh
@@ -148,7 +146,6 @@ def qk_norm_rope_write(
         qkv.stride(0), cos_sin.stride(0), cache_loc.stride(0), q.stride(0), q.stride(1),
         k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         D=d, BLOCK_H=block_heads, BLOCK_D=triton.next_power_of_2(d), PDL=pdl,
-        TRIGGER_FIRST=pdl and pdl_mod.TRIGGER_FIRST,
         num_warps=num_warps, **launch_options(pdl),
     )
     return q
