@@ -70,11 +70,13 @@ class EngineOptions:
     compiled layer when it changes)."""
 
     pdl: bool = True
-    """Our Triton launches of a layer (the GEMVs, the fused q/k tail, the attention and its
-    merge) as programmatic dependent launches (kernels/pdl.py, sm_90+): each kernel's
-    programs get resident while the one before drains, and wait on it on the device. The
-    same kernels and reads (bitwise the same outputs); cuBLAS and Inductor launch as usual.
-    ~45 us less per batch-1 decode step of Qwen3-8B shapes on an H200."""
+    """In decode steps (one token per request), our Triton launches of a layer (the GEMVs,
+    the fused q/k tail, the attention and its merge) as programmatic dependent launches
+    (kernels/pdl.py, sm_90+): each kernel's programs get resident while the one before
+    drains, and wait on it on the device. The same kernels and reads (bitwise the same
+    outputs); cuBLAS and Inductor launch as usual. ~50 us less per batch-1 decode step of
+    Qwen3-8B shapes on an H200; the draft and verify blocks launch plainly, as PDL slowed
+    them (model.uses_pdl)."""
 
     compiled_prefill: bool = False
     """Prefill through the torch.compile'd layer (dynamic shapes) instead of the eager one,

@@ -167,6 +167,14 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning, pdl)
 
 
+def uses_pdl(options: EngineOptions, x: torch.Tensor, kernels_on: bool) -> bool:
+    """Whether a stack of layers over x (bs, T, H) launches its Triton kernels with PDL:
+    options.pdl, on the kernels' path, and a decode step (T = 1). On an H200 PDL took ~50 us
+    off a batch-1 Qwen3-8B decode step but added ~65 us to the 16-token verify and ~9 us to
+    the draft (benchmarks/reference/2026-12-02-pdl/), so blocks launch plainly."""
+    return options.pdl and kernels_on and x.shape[1] == 1
+
+
 def _compile(fn: Callable, options: EngineOptions) -> Callable:
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
     torch.fx.experimental._config.use_duck_shape = False  # batch and heads may coincide
@@ -307,7 +315,7 @@ class Target:
         o = self.options
         on = kernels and x.is_cuda  # bool arguments: torch.compile guards on them
         switches = (o.fused_qk and on, o.triton_gemv and on, o.triton_gemv_gate_up,
-                    self.gemv_tuning(), o.pdl and on)
+                    self.gemv_tuning(), uses_pdl(o, x, on))
         layer = self.fast_layer if fast else residual_layer
         defer = o.deferred_residual and kernels
         delta, after = None, {}

@@ -131,3 +131,16 @@ def test_deferred_residual_gives_the_same_bits_and_captures(dtype):
     (h0, aux0), (h1, aux1) = out
     assert torch.equal(h0, h1) and torch.equal(aux0, aux1)
     assert aux0.shape[-1] == len(capture) * plain.config.hidden_size
+
+
+def test_pdl_is_for_decode_steps_on_the_kernel_path_only():
+    """EngineOptions.pdl reaches the launches of one-token steps on the kernels' path; blocks
+    (draft, verify) and the oracle path launch plainly."""
+    from common.engine_options import EngineOptions
+    from reference.model import uses_pdl
+
+    on, off = EngineOptions(), EngineOptions(pdl=False)
+    assert uses_pdl(on, torch.zeros(4, 1, 8), True)
+    assert not uses_pdl(on, torch.zeros(1, 16, 8), True)
+    assert not uses_pdl(on, torch.zeros(1, 1, 8), False)
+    assert not uses_pdl(off, torch.zeros(1, 1, 8), True)
