@@ -171,7 +171,7 @@ def uses_pdl(options: EngineOptions, x: torch.Tensor, kernels_on: bool) -> bool:
     """Whether a stack of layers over x (bs, T, H) launches its Triton kernels with PDL:
     options.pdl, on the kernels' path, and a decode step (T = 1). On an H200 PDL took ~50 us
     off a batch-1 Qwen3-8B decode step but added ~65 us to the 16-token verify and ~9 us to
-    the draft (benchmarks/reference/2026-12-02-pdl/), so blocks launch plainly."""
+    the draft, so blocks launch plainly."""
     return options.pdl and kernels_on and x.shape[1] == 1
 
 

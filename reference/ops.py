@@ -75,10 +75,10 @@ def qk_norm_rope_write(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_
     """
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (qkv, q_norm_weight, k_norm_weight))
-    args = (qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_pool, v_pool)
-    if _use_triton(qkv) and not grad:
-        return kernels.qk_norm_rope_write(*args, num_heads=num_heads, eps=eps, pdl=pdl)
-    return kernels.qk_norm_rope_write_ref(*args, num_heads=num_heads, eps=eps)
+    triton = _use_triton(qkv) and not grad
+    op = kernels.qk_norm_rope_write if triton else kernels.qk_norm_rope_write_ref
+    return op(qkv, q_norm_weight, k_norm_weight, cos_sin, cache_loc, k_pool, v_pool,
+              num_heads=num_heads, eps=eps, pdl=pdl)
 
 
 @torch.compiler.disable

@@ -56,6 +56,7 @@ def paged_attention_ref(
     unsplit_max_width: int = 0,
     fused_merge: bool = False,
     tree_mask: torch.Tensor | None = None,
+    pdl: bool = False,
 ) -> torch.Tensor:
     """Softmax attention of every query over its request's visible keys.
 
@@ -65,8 +66,9 @@ def paged_attention_ref(
         req_to_token: (R, W) int, (request row, position) -> slot.
         req_rows: (bs,) int rows of req_to_token; positions: (bs, T) i64; kv_lens: (bs,) int.
         causal, window: the visibility rule above; sm_scale defaults to D ** -0.5.
-        unsplit_max_width, fused_merge: the Triton kernel's launch switches (how it splits
-            the key range), accepted so both take the same arguments; no effect here.
+        unsplit_max_width, fused_merge, pdl: the Triton kernel's launch switches (how it
+            splits the key range, how it launches), accepted so both take the same
+            arguments; no effect here.
         tree_mask: (bs, T, T) bool, the ancestor mask of a tree verify (module docstring).
 
     Returns: (bs, T, nh, D) in q's dtype.

@@ -42,6 +42,7 @@ def qk_norm_rope_write_ref(
     *,
     num_heads: int,
     eps: float,
+    pdl: bool = False,
 ) -> torch.Tensor:
     """Norm and rotate q and k of T tokens, write k and v to the pool, return q.
 
@@ -52,6 +53,8 @@ def qk_norm_rope_write_ref(
             sin in [D/2:]).
         cache_loc: (T,) int pool slots; k_pool, v_pool: (S, nkv, D), written in place.
         num_heads: nh (query heads); eps: RMSNorm epsilon.
+        pdl: the Triton kernel's launch switch, accepted so both take the same arguments;
+            no effect here.
 
     Returns: q (T, nh, D) in qkv's dtype.
     """

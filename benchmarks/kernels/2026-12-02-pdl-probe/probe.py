@@ -1,14 +1,18 @@
 """Probe: do programmatic dependent launches (PDL) shorten a chain of decode kernels?
 
+    git checkout 5fcd5ca   # the tree with the probe's TRIGGER_FIRST and PREFETCH_W switches
     PYTHONPATH=. python benchmarks/kernels/2026-12-02-pdl-probe/probe.py --out probe.json
 
 36 layers of Qwen3-8B decode shapes (bs 1, context 768, distinct weights per layer), the
-output of each kernel feeding the next: wqkv GEMV -> paged attention (+ its split-K merge)
--> wo GEMV -> gate_up matmul -> down GEMV (the gate half of gate_up stands in for the SwiGLU,
-so every kernel is ours or cuBLAS, none Inductor's). Each chain is captured in one CUDA graph
-and replayed; microseconds per layer, PDL off and on for our Triton kernels. The final
-hidden state must be bitwise the same both ways (PDL changes when a kernel starts, never
-what it reads).
+output of each kernel feeding the next. A chain names its steps: qkv (wqkv GEMV), attn
+(paged attention and its split-K merge), o (wo GEMV), gu (gate_up on cuBLAS, its gate half
+feeding down), down (down GEMV), n (one elementwise kernel that is not ours, standing in
+for Inductor's norms and SwiGLU). Each chain is captured in one CUDA graph and replayed;
+microseconds per layer under each mode: off; pdl (each of our kernels waits, then lets the
+next launch); pdl+trigger_first (lets the next launch, then waits); pdl+prefetch (a GEMV
+asks L2 for its rows of W before it waits). The final hidden state must be bitwise the same
+as with PDL off (PDL changes when a kernel starts, never what it reads). From the commit
+after 5fcd5ca on, the two probe switches are gone and the modes beyond pdl set nothing.
 """
 
 from __future__ import annotations
