@@ -91,9 +91,11 @@ def bench_batch(target, drafter, prompts, args) -> dict:
                           max_new_tokens=new, lookahead=True)
     s = spec.stats
 
-    def per_round(stats: dict) -> dict[str, float]:
-        return {k: 1e3 * stats[f"{k}_s"] / stats["rounds"]
-                for k in ("draft", "verify", "accept", "inject", "host")}
+    def per_round(stats: dict, suffix: str = "", keys=("draft", "verify", "accept", "inject",
+                                                       "host")) -> dict[str, float]:
+        return {k: 1e3 * stats[f"{k}{suffix}_s"] / stats["rounds"] for k in keys}
+
+    phases = ("draft", "verify", "accept", "inject")
 
     return {
         "bs": len(prompts),
@@ -113,6 +115,10 @@ def bench_batch(target, drafter, prompts, args) -> dict:
         # overlap rounds: "host" is the wall per round beyond its device phases (exposed)
         "split_ms_lookahead": per_round(spec_ahead.stats),
         "round_ms_lookahead": 1e3 * spec_ahead.stats["decode_s"] / spec_ahead.stats["rounds"],
+        # the host's ms per round to enqueue each phase: near its device time, the device
+        # waited for the host inside that phase
+        "enqueue_ms": per_round(s, "_enqueue", phases),
+        "enqueue_ms_lookahead": per_round(spec_ahead.stats, "_enqueue", phases),
         "lossless": spec.tokens == ar.tokens,
         "ar_tokens_head": ar.tokens[0][:32],
     }
@@ -248,6 +254,13 @@ def _print(r: dict) -> None:
               f"{row['dflash_tok_s']:>12.1f} {row.get('dflash_lookahead_tok_s', 0):>7.1f} "
               f"{row['tau']:>5.2f} {row['round_efficiency']:>5.1%} {row['speedup']:>6.2f}x "
               f"{row['round_ms']:>8.2f}  {split:<42} {row['lossless']}")
+    print("per round, ms: the split of overlap rounds; the host's time to enqueue each phase "
+          "(draft/verify/accept/inject), sync and overlap rounds")
+    for row in r["rows"]:
+        cells = [row["split_ms_lookahead"], row["enqueue_ms"], row["enqueue_ms_lookahead"]]
+        text = ["/".join(f"{v:.2f}" for v in c.values()) for c in cells]
+        print(f"{row['bs']:>4} overlap {row['round_ms_lookahead']:.2f} = {text[0]}   "
+              f"enqueue sync {text[1]}   overlap {text[2]}")
     bs1 = r["rows"][0]
     print(f"AR bs{bs1['bs']}: {bs1['ar_tok_s'] / r['bound_tok_s']:.1%} (lookahead "
           f"{bs1['ar_lookahead_tok_s'] / r['bound_tok_s']:.1%}, same tokens "

@@ -13,6 +13,7 @@ loop one step later). `runtime` owns the target's KV pool and CUDA graphs across
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -62,18 +63,26 @@ def runtime(target: Target, draft: KVShape | None, max_requests: int,
 
 
 class Clock:
-    """Marks phase boundaries on the device timeline (CUDA events) or the host clock."""
+    """Marks phase boundaries on the device timeline (CUDA events) or the host clock, and
+    when the host reached each mark: a phase whose host interval is as long as its device
+    interval was launch-bound (the device waited for the host inside it)."""
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
         self.marks: list[Fence] = []
+        self.host: list[float] = []
 
     def mark(self) -> None:
         self.marks.append(Fence(self.cuda).record())
+        self.host.append(time.perf_counter())
 
     def intervals(self) -> list[float]:
         """Seconds between consecutive marks (call once the marked work is done)."""
         return [b.seconds_since(a) for a, b in zip(self.marks, self.marks[1:])]
+
+    def host_intervals(self) -> list[float]:
+        """Host seconds between consecutive marks: how long enqueueing each phase took."""
+        return [b - a for a, b in zip(self.host, self.host[1:])]
 
 
 class DecodeBatch(NamedTuple):

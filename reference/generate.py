@@ -46,9 +46,9 @@ def generate(target: Target, prompts: list[list[int]], *, proposer: Proposer | N
     prefill_s, decode_s, new_tokens, tokens_per_s (tokens after each request's first, which
     prefill samples, over decode_s), tau (pooled per round: committed tokens over request
     rounds), the commit-length histogram, the time split per phase (draft, verify, accept,
-    inject, host) in seconds summed over rounds, `round_times` (per round [live requests,
-    wall seconds, *device seconds per phase]) and the method's own counters
-    (`Proposer.stats`).
+    inject, host) in seconds summed over rounds, the host's seconds to enqueue each phase
+    (`<phase>_enqueue_s`, summed likewise), `round_times` (per round [live requests, wall
+    seconds, *device seconds per phase]) and the method's own counters (`Proposer.stats`).
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("prompts must be a non-empty list of non-empty token lists")
@@ -76,6 +76,8 @@ def _stats(result, server: Server, n_prompts: int) -> dict:
                    for d, wall in zip(spans, walls)]
     times = {p: sum(r[2 + i] for r in round_times) for i, p in enumerate(PHASES)}
     times["host"] = sum(max(r[1] - sum(r[2:]), 0.0) for r in round_times)
+    enqueue = {f"{p}_enqueue_s": sum(d["host_phases"].get(p, 0.0) for d in spans)
+               for p in PHASES}
     commits = [c for lv in result.requests for c in lv.commits]
     new_tokens = s["output_tokens"]
     own = {k: v for k, v in s.items() if k in ("decode_tokens", "tested", "accepted",
@@ -88,6 +90,7 @@ def _stats(result, server: Server, n_prompts: int) -> dict:
         "tau": sum(commits) / max(len(commits), 1),
         "commit_hist": {n: commits.count(n) for n in sorted(set(commits))},
         **{f"{k}_s": v for k, v in times.items()},
+        **enqueue,
         "round_times": round_times,
         "forwards": forwards,
         "tokens_per_forward": sum(commits) / max(forwards, 1),

@@ -55,12 +55,15 @@ class Timeline:
         return fence.seconds_since(self.ref)
 
     def device_spans(self) -> list[dict]:
-        """Per step: kind, bs, start, end (s since the run began), phases, copy interval."""
+        """Per step: kind, bs, start, end (s since the run began), phases (device seconds),
+        host_phases (the host's seconds to enqueue each phase), copy interval."""
         out = []
         for kind, bs, clock, result in self.steps:
             marks = [self._at(f) for f in clock.marks]
+            phased = len(marks) > 2
             out.append({"kind": kind, "bs": bs, "start": marks[0], "end": marks[-1],
-                        "phases": dict(zip(PHASES, clock.intervals())) if len(marks) > 2
+                        "phases": dict(zip(PHASES, clock.intervals())) if phased else {},
+                        "host_phases": dict(zip(PHASES, clock.host_intervals())) if phased
                         else {},
                         "copy": (self._at(result.begin), self._at(result.done))})
         return out

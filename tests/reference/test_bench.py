@@ -25,3 +25,9 @@ def test_bench_rows_split_sync_and_overlap_rounds(capsys):
             assert all(v >= 0 for v in split.values()) and split["verify"] > 0
         assert sum(row["split_ms"].values()) == pytest.approx(row["round_ms"], rel=0.02)
         assert row["round_ms_lookahead"] > 0
+        # on the CPU the device runs inside the host's enqueue: the two clocks agree
+        for enqueue, split in ((row["enqueue_ms"], row["split_ms"]),
+                               (row["enqueue_ms_lookahead"], row["split_ms_lookahead"])):
+            assert set(enqueue) == PHASES - {"host"}
+            for phase, ms in enqueue.items():
+                assert ms == pytest.approx(split[phase], rel=0.05, abs=0.01)
