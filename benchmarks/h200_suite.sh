@@ -14,7 +14,7 @@
 #                count and keys per loop step at batch 1; the tuned GEMV against cuBLAS in
 #                graph replays that stream W past L2); each device phase of a bs-1 round
 #                replayed alone (reference.bench_phases: time, weight floor, top kernels), with
-#                the defaults and with --compile-dynamic (~7.5 min)
+#                the defaults and with --no-pdl (~7.5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world)
 #       ablations the four ablations that decide tables 9, 10 and 13 (full, no features,
@@ -226,8 +226,8 @@ case $part in
     [ -z "$micro" ] && run kernels 150 python -m kernels.bench --ops paged_attention,gemv \
       --out "$R/kernels.json"
     run phases 150 python -m reference.bench_phases --out "$R/phases.json" "${PHASES[@]}"
-    run phases_dynamic 150 python -m reference.bench_phases --out "$R/phases_dynamic.json" \
-      "${PHASES[@]}" --compile-dynamic
+    run phases_nopdl 150 python -m reference.bench_phases --out "$R/phases_nopdl.json" \
+      "${PHASES[@]}" --no-pdl
     ;;
   drafters)
     OMP_NUM_THREADS=8 run recipe 580 python -m toy.recipe --out $A --parallel \
