@@ -57,20 +57,25 @@ KEY_TILE: int | None = None
 """BLOCK_N, the keys a program takes per loop step (a power of two >= 16). None: 32 at
 D > 64, else 64. A batch-1 decode walks each split's keys in a few dependent steps, so
 fewer, wider steps may hide more latency (kernels/paged_attention/bench.py key_tile_rows)."""
+EARLY_LOADS = False
+"""Issue each key step's V load with its K load, and load the next step's slots from the
+table during this step, so a step waits on one global load instead of three in a row
+(table, K, then V after the scores). The same arithmetic in the same order (bitwise the same
+output); off until kernels/paged_attention/bench.py early_load_rows measures it faster."""
 
 
 @contextlib.contextmanager
 def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = None,
-           key_tile: int | None = None):
-    """FORCE_SPLITS, TALL_TILE and KEY_TILE set for a block (tests, benches, sweeps), then
-    restored."""
-    global FORCE_SPLITS, TALL_TILE, KEY_TILE
-    saved = FORCE_SPLITS, TALL_TILE, KEY_TILE
-    FORCE_SPLITS, TALL_TILE, KEY_TILE = splits, tall_tile, key_tile
+           key_tile: int | None = None, early_loads: bool = False):
+    """FORCE_SPLITS, TALL_TILE, KEY_TILE and EARLY_LOADS set for a block (tests, benches,
+    sweeps), then restored."""
+    global FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS
+    saved = FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS
+    FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS = splits, tall_tile, key_tile, early_loads
     try:
         yield
     finally:
-        FORCE_SPLITS, TALL_TILE, KEY_TILE = saved
+        FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS = saved
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -88,6 +93,7 @@ def _paged_attention_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
     MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr, PDL: tl.constexpr,
+    EARLY: tl.constexpr,
 ):
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
@@ -124,13 +130,25 @@ def _paged_attention_kernel(
     m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    if EARLY:  # the first step's slots, before the loop
+        w0 = lo + tl.arange(0, BLOCK_N)
+        slot_next = tl.load(table_ptr + req * st_r + w0, mask=w0 < hi, other=0).to(tl.int64)
     for start in range(lo, hi, BLOCK_N):
         w = start + tl.arange(0, BLOCK_N)
         w_ok = w < hi
-        slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
+        if EARLY:
+            slot = slot_next
+        else:
+            slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
         kv_mask = w_ok[:, None] & d_ok[None, :]
         k = tl.load(k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :], mask=kv_mask,
                     other=0.0)
+        if EARLY:
+            v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
+                        other=0.0)
+            wn = w + BLOCK_N
+            slot_next = tl.load(table_ptr + req * st_r + wn, mask=wn < hi,
+                                other=0).to(tl.int64)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * sm_scale
         allowed = row_ok[:, None] & w_ok[None, :]
         if CAUSAL:
@@ -146,8 +164,9 @@ def _paged_attention_kernel(
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m_i - m_new)
-        v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
-                    other=0.0)
+        if not EARLY:
+            v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
+                        other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
@@ -275,7 +294,7 @@ def paged_attention(
         G=group, D=d, CAUSAL=causal, WINDOWED=window is not None, TREE=tree is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
-        FUSED=fused, **(merge if fused else no_merge), PDL=pdl,
+        FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=EARLY_LOADS,
         num_warps=warps, num_stages=2, **launch_pdl,
     )
     if splits > 1 and not fused:

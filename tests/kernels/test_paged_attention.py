@@ -14,14 +14,16 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16, torch.float16]
 
 
-@pytest.mark.parametrize("splits, key_tile", [(None, None), (3, None), (2, 64)])
+@pytest.mark.parametrize("splits, key_tile, early",
+                         [(None, None, False), (3, None, False), (2, 64, False),
+                          (3, None, True)])
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(case=attention_cases())
-def test_paged_attention_matches_ref(case, dtype, splits, key_tile):
-    """Also with the key range split over 3 programs and merged (flash-decoding), and over 2
-    programs that take 64 keys a step."""
+def test_paged_attention_matches_ref(case, dtype, splits, key_tile, early):
+    """Also with the key range split over 3 programs and merged (flash-decoding), over 2
+    programs that take 64 keys a step, and over 3 with the early K/V and slot loads."""
     args, kw = case.args(dtype, DEVICE)
-    with kernel.forced(splits=splits, key_tile=key_tile):
+    with kernel.forced(splits=splits, key_tile=key_tile, early_loads=early):
         got = paged_attention(*args, **kw)
     fp32_args, _ = case.args(dtype, DEVICE)
     want = paged_attention_ref(*(a.float() if a.is_floating_point() else a for a in fp32_args),
@@ -34,6 +36,18 @@ def test_paged_attention_matches_ref(case, dtype, splits, key_tile):
     else:
         low = paged_attention_sdpa(*args, **kw)
         assert_two_x(got.float(), want, low.float(), name="out")
+
+
+@pytest.mark.parametrize("splits", [None, 1, 3])
+@given(case=attention_cases())
+def test_early_loads_change_no_bit(case, splits):
+    """EARLY_LOADS moves loads, not arithmetic: the output is bitwise the plain loop's."""
+    args, kw = case.args(torch.float32 if DEVICE == "cpu" else torch.bfloat16, DEVICE)
+    with kernel.forced(splits=splits):
+        want = paged_attention(*args, **kw)
+    with kernel.forced(splits=splits, early_loads=True):
+        got = paged_attention(*args, **kw)
+    assert torch.equal(got, want)
 
 
 @given(case=attention_cases())
