@@ -130,6 +130,7 @@ def _paged_attention_kernel(
     m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    slot_next = tl.zeros([BLOCK_N], tl.int64)
     if EARLY:  # the first step's slots, before the loop
         w0 = lo + tl.arange(0, BLOCK_N)
         slot_next = tl.load(table_ptr + req * st_r + w0, mask=w0 < hi, other=0).to(tl.int64)
