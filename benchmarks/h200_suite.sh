@@ -11,7 +11,8 @@
 #                AR with and without lookahead, DFlash with the oracle, the decode step's top
 #                kernels) twice: GEMV tuned in CUDA graphs (the default), then by do_bench
 #                (--no-gemv-tune-graph); the attention and GEMV kernels' rows (split
-#                count and keys per loop step at batch 1; the tuned GEMV against cuBLAS in
+#                count and keys per loop step at batch 1, the attention's early loads at
+#                the decode, verify and tree shapes; the tuned GEMV against cuBLAS in
 #                graph replays that stream W past L2); each device phase of a bs-1 round
 #                replayed alone (reference.bench_phases: time, weight floor, top kernels), with
 #                the defaults and with --no-pdl (~7.5 min)
