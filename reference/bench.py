@@ -106,6 +106,10 @@ def bench_batch(target, drafter, prompts, args) -> dict:
         "dflash_tok_s": s["tokens_per_s"],
         "tau": s["tau"],
         "round_ms": 1e3 * s["decode_s"] / s["rounds"],
+        # the batch runs until its slowest request ends: rounds against each request's own
+        "rounds": s["rounds"],
+        "request_rounds_mean": sum(map(len, spec.accept_lengths)) / len(prompts),
+        "request_rounds_max": max(map(len, spec.accept_lengths)),
         "round_efficiency": (s["draft_s"] + s["verify_s"]) / s["decode_s"],
         "speedup": s["tokens_per_s"] / ar.stats["tokens_per_s"],
         "speedup_over_lookahead": s["tokens_per_s"] / ahead.stats["tokens_per_s"],

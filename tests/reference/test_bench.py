@@ -25,6 +25,8 @@ def test_bench_rows_split_sync_and_overlap_rounds(capsys):
             assert all(v >= 0 for v in split.values()) and split["verify"] > 0
         assert sum(row["split_ms"].values()) == pytest.approx(row["round_ms"], rel=0.02)
         assert row["round_ms_lookahead"] > 0
+        # sync rounds: the batch runs exactly until its slowest request's last round
+        assert row["request_rounds_mean"] <= row["request_rounds_max"] == row["rounds"]
         # on the CPU the device runs inside the host's enqueue: the two clocks agree
         for enqueue, split in ((row["enqueue_ms"], row["split_ms"]),
                                (row["enqueue_ms_lookahead"], row["split_ms_lookahead"])):
