@@ -14,6 +14,8 @@ The switch is `EngineOptions.pdl`; `launch_options` gives the launch keyword for
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -27,10 +29,16 @@ def pdl_enter(PDL: tl.constexpr):
         tl.extra.cuda.gdc_launch_dependents()
 
 
+@functools.cache
+def _hopper_or_later(device: torch.device) -> bool:
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def use_pdl(pdl: bool, tensor: torch.Tensor) -> bool:
     """Whether a launch on tensor's device takes PDL: asked for, and a CUDA device of
-    compute capability >= 9 (elsewhere, the CPU interpreter included, a plain launch)."""
-    return bool(pdl) and tensor.is_cuda and torch.cuda.get_device_capability(tensor.device)[0] >= 9
+    compute capability >= 9 (elsewhere, the CPU interpreter included, a plain launch). The
+    capability is looked up once per device, not at every launch."""
+    return bool(pdl) and tensor.is_cuda and _hopper_or_later(tensor.device)
 
 
 def launch_options(pdl: bool) -> dict[str, bool]:

@@ -33,6 +33,7 @@ import torch
 from common import engine_options
 from common.stamps import stamp
 from reference.bench_ablate import ablate, print_ablation
+from reference.engine import PHASES
 from reference.generate import generate
 from reference.loaders import (
     PRESETS,
@@ -91,11 +92,8 @@ def bench_batch(target, drafter, prompts, args) -> dict:
                           max_new_tokens=new, lookahead=True)
     s = spec.stats
 
-    def per_round(stats: dict, suffix: str = "", keys=("draft", "verify", "accept", "inject",
-                                                       "host")) -> dict[str, float]:
+    def per_round(stats: dict, keys: tuple[str, ...], suffix: str = "") -> dict[str, float]:
         return {k: 1e3 * stats[f"{k}{suffix}_s"] / stats["rounds"] for k in keys}
-
-    phases = ("draft", "verify", "accept", "inject")
 
     return {
         "bs": len(prompts),
@@ -115,14 +113,14 @@ def bench_batch(target, drafter, prompts, args) -> dict:
         "speedup_over_lookahead": s["tokens_per_s"] / ahead.stats["tokens_per_s"],
         "dflash_lookahead_tok_s": spec_ahead.stats["tokens_per_s"],
         "dflash_lookahead_same_tokens": spec_ahead.tokens == spec.tokens,
-        "split_ms": per_round(s),
+        "split_ms": per_round(s, (*PHASES, "host")),
         # overlap rounds: "host" is the wall per round beyond its device phases (exposed)
-        "split_ms_lookahead": per_round(spec_ahead.stats),
+        "split_ms_lookahead": per_round(spec_ahead.stats, (*PHASES, "host")),
         "round_ms_lookahead": 1e3 * spec_ahead.stats["decode_s"] / spec_ahead.stats["rounds"],
         # the host's ms per round to enqueue each phase: near its device time, the device
         # waited for the host inside that phase
-        "enqueue_ms": per_round(s, "_enqueue", phases),
-        "enqueue_ms_lookahead": per_round(spec_ahead.stats, "_enqueue", phases),
+        "enqueue_ms": per_round(s, PHASES, "_enqueue"),
+        "enqueue_ms_lookahead": per_round(spec_ahead.stats, PHASES, "_enqueue"),
         "lossless": spec.tokens == ar.tokens,
         "ar_tokens_head": ar.tokens[0][:32],
     }
