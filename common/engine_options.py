@@ -41,6 +41,13 @@ class EngineOptions:
     """With triton_gemv, gate_up through the Triton GEMV too. Off: cuBLAS already streams
     that wide projection near the memory bound."""
 
+    gemv_prologue: bool = True
+    """With triton_gemv, each layer's input RMSNorm (and the deferred residual add) runs
+    inside the wqkv GEMV's loads, and SiLU-and-mul inside the down GEMV's
+    (kernels/gemv/prologue.py), instead of as Inductor kernels: two launches fewer per layer
+    of a GEMV-sized step. The same roundings as the unfused ops up to fp32 summation order
+    (outputs may differ by bf16 ulps)."""
+
     deferred_residual: bool = True
     """Each layer hands its MLP output to the next one unadded: the residual add runs fused
     with the next layer's input RMSNorm (one Inductor kernel) instead of alone at the end of

@@ -12,8 +12,8 @@ import torch
 import kernels
 from kernels import AcceptResult
 
-__all__ = ["AcceptResult", "accept_bonus", "gemv", "kv_materialize", "paged_attention",
-           "prepare_block", "qk_norm_rope_write"]
+__all__ = ["AcceptResult", "accept_bonus", "gemv", "gemv_rms_norm", "gemv_silu_mul",
+           "kv_materialize", "paged_attention", "prepare_block", "qk_norm_rope_write"]
 
 GEMV_MAX_ROWS = 16  # decode rows: above this the Triton GEMV streams W once per 16 rows
 
@@ -92,8 +92,41 @@ def gemv(x, w, tuning=None, pdl=False):
     `tuning` says (kernels.gemv.tune.GemvTuning; None: its defaults). pdl:
     EngineOptions.pdl (a programmatic dependent launch of the Triton kernel).
     """
-    rows = x.numel() // max(x.shape[-1], 1)
-    grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
-    if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype:
+    if _gemv_runs(x, w):
         return kernels.gemv(x, w, tuning=tuning, pdl=pdl)
     return x @ w.t()
+
+
+def _gemv_runs(x: torch.Tensor, w: torch.Tensor, *more: torch.Tensor | None) -> bool:
+    """`gemv`'s rule: Triton for at most GEMV_MAX_ROWS rows, one dtype, no gradient."""
+    rows = x.numel() // max(x.shape[-1], 1)
+    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                           for t in (x, w, *more))
+    return _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype
+
+
+@torch.compiler.disable
+def gemv_silu_mul(gate_up, w, tuning=None, pdl=False):
+    """(silu(gate) * up) @ w^T for gate_up (..., 2K): `kernels.gemv.kernel.gemv_silu_mul`
+    (the SiLU-and-mul in the GEMV's loads) where `gemv` would run Triton, else the layer's
+    own ops (F.silu, the product, the matmul). Opaque to torch.compile."""
+    if _gemv_runs(gate_up, w):
+        from kernels.gemv.kernel import gemv_silu_mul as fused
+
+        return fused(gate_up, w, tuning=tuning, pdl=pdl)
+    gate, up = gate_up.chunk(2, dim=-1)
+    return (torch.nn.functional.silu(gate) * up) @ w.t()
+
+
+@torch.compiler.disable
+def gemv_rms_norm(x, residual, norm_weight, w, eps, tuning=None, pdl=False):
+    """(y, stream): stream = x + residual (x when None), y = RMSNorm(stream) @ w^T, through
+    `kernels.gemv.kernel.gemv_rms_norm` (the add and norm in the GEMV's loads) where `gemv`
+    would run Triton, else the layer's own ops (`kernels.add_rms_norm_ref`, which is
+    reference.model.rms_norm after the add, and the matmul). Opaque to torch.compile."""
+    if _gemv_runs(x, w, residual, norm_weight):
+        from kernels.gemv.kernel import gemv_rms_norm as fused
+
+        return fused(x, residual, norm_weight, w, eps=eps, tuning=tuning, pdl=pdl)
+    stream, h = kernels.add_rms_norm_ref(x, residual, norm_weight, eps)
+    return h @ w.t(), stream
