@@ -42,11 +42,12 @@ class EngineOptions:
     that wide projection near the memory bound."""
 
     gemv_prologue: bool = True
-    """With triton_gemv, each layer's input RMSNorm (and the deferred residual add) runs
-    inside the wqkv GEMV's loads, and SiLU-and-mul inside the down GEMV's
-    (kernels/gemv/prologue.py), instead of as Inductor kernels: two launches fewer per layer
-    of a GEMV-sized step. The same roundings as the unfused ops up to fp32 summation order
-    (outputs may differ by bf16 ulps)."""
+    """With triton_gemv, in steps of at most ops.PROLOGUE_MAX_ROWS tokens (decode at small
+    batch), each layer's input RMSNorm (and the deferred residual add) runs inside the wqkv
+    GEMV's loads, and SiLU-and-mul inside the down GEMV's (kernels/gemv/prologue.py),
+    instead of as Inductor kernels: two launches fewer per layer. HF's roundings (the
+    residual sum rounded before the norm's statistics), so outputs may differ from the
+    compiled unfused ops by bf16 ulps."""
 
     deferred_residual: bool = True
     """Each layer hands its MLP output to the next one unadded: the residual add runs fused

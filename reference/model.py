@@ -118,8 +118,9 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
     pdl: those Triton launches (and the attention's) as programmatic dependent launches
     (kernels/pdl.py).
-    gemv_prologue: with triton_gemv, the input RMSNorm runs inside the wqkv GEMV and
-    SiLU-and-mul inside the down GEMV (ops.gemv_rms_norm, ops.gemv_silu_mul).
+    gemv_prologue: with triton_gemv and at most ops.PROLOGUE_MAX_ROWS tokens, the input
+    RMSNorm runs inside the wqkv GEMV and SiLU-and-mul inside the down GEMV
+    (ops.gemv_rms_norm, ops.gemv_silu_mul).
     """
     _, x, mlp = residual_layer(x, None, w, cos_sin, attn, cache_loc, k_pool, v_pool, num_heads,
                                eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl,
@@ -143,7 +144,7 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
     gemv = triton_gemv and bs * t <= ops.GEMV_MAX_ROWS
-    prologue = gemv and gemv_prologue
+    prologue = gemv and gemv_prologue and bs * t <= ops.PROLOGUE_MAX_ROWS
     if prologue:
         qkv, x = ops.gemv_rms_norm(x, delta, w.input_norm, w.wqkv, eps, gemv_tuning, pdl)
     else:

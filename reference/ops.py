@@ -16,6 +16,10 @@ __all__ = ["AcceptResult", "accept_bonus", "gemv", "gemv_rms_norm", "gemv_silu_m
            "kv_materialize", "paged_attention", "prepare_block", "qk_norm_rope_write"]
 
 GEMV_MAX_ROWS = 16  # decode rows: above this the Triton GEMV streams W once per 16 rows
+# rows up to which the layer makes a GEMV's input in its loads (gemv_rms_norm, gemv_silu_mul):
+# the fma kernels' few rows; the dot kernels' 16-row tiles in fp32 made the 16-token verify
+# 2.7x slower on an H200
+PROLOGUE_MAX_ROWS = 4
 
 
 def _use_triton(tensor: torch.Tensor) -> bool:

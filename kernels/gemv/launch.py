@@ -32,7 +32,7 @@ def _gemv_kernel(
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
     EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, PDL: tl.constexpr,
-    PRO: tl.constexpr, HAS_RES: tl.constexpr,
+    PRO: tl.constexpr, HAS_RES: tl.constexpr, BLOCK_R: tl.constexpr,
 ):
     """Grid (cdiv(N, BLOCK_N), cdiv(M, M_PAD)): y (M, N) tile of program (n, m) over all of K.
     PDL: launched as a programmatic dependent launch (kernels/pdl.py). PRO, HAS_RES and
@@ -46,7 +46,7 @@ def _gemv_kernel(
     m_ok = m < M
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
     writer = tl.where(pid_n == 0, M, 0)  # rows this program stores to the stream
-    rstd = input_rstd(x_ptr, res_ptr, s_ptr, m, m_ok, K, s_xm, eps, writer, BLOCK_K, PRO,
+    rstd = input_rstd(x_ptr, res_ptr, s_ptr, m, m_ok, K, s_xm, eps, writer, BLOCK_R, PRO,
                       HAS_RES)
     acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, res_ptr, g_ptr, k_up,
                      rstd, M_PAD, BLOCK_N, BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N,
@@ -74,8 +74,8 @@ def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
         return y.view(*lead, n)
     if k == 0:
         return y.zero_().view(*lead, n)
-    pro_args, pro_consts = kernel_args(x2, pro)
     pad = m_pad(m, config.dot)
+    pro_args, pro_consts = kernel_args(x2, pro, pad, k, config.block_k)
     ieee = w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.device.type == "cpu")
     if config.split_k > 1:
         gemv_split_k(x2, w, y, config, pad, ieee, pro_args, pro_consts)

@@ -66,15 +66,15 @@ def load_input(x_ptr, res_ptr, g_ptr, rows, k, mask, k_ok, s_xm, k_up, rstd,
 
 @triton.jit
 def input_rstd(x_ptr, res_ptr, s_ptr, m, m_ok, K, s_xm, eps, write_rows,
-               BLOCK_K: tl.constexpr, PRO: tl.constexpr, HAS_RES: tl.constexpr):
+               BLOCK_R: tl.constexpr, PRO: tl.constexpr, HAS_RES: tl.constexpr):
     """(M_PAD,) fp32 rsqrt(mean(s^2) + eps) of rows m of s = x (+ residual) for RMS_NORM
     (zeros for other prologues); with HAS_RES, rows m < write_rows (M in the one program of
     a row block that writes, else 0) also store s to the stream s_ptr (rows of K,
-    contiguous)."""
+    contiguous). BLOCK_R (`stats_block`): columns per load, the whole row where it fits."""
     ssq = tl.zeros(m.shape, dtype=tl.float32)
     if PRO == 2:
-        kk = tl.arange(0, BLOCK_K)
-        for k0 in range(0, K, BLOCK_K):
+        kk = tl.arange(0, BLOCK_R)
+        for k0 in range(0, K, BLOCK_R):
             k = k0 + kk
             ok = m_ok[:, None] & (k < K)[None, :]
             offs = m[:, None] * s_xm + k[None, :]
@@ -90,15 +90,27 @@ def input_rstd(x_ptr, res_ptr, s_ptr, m, m_ok, K, s_xm, eps, write_rows,
     return ssq
 
 
-def kernel_args(x2: torch.Tensor, pro: Prologue | None) -> tuple[tuple, dict]:
+STATS_ELEMENTS = 8192  # a program's statistics tile: 64 fp32 values a thread at 4 warps
+
+
+def stats_block(m_pad: int, k: int, block_k: int) -> int:
+    """Columns per step of `input_rstd`: the whole row (next power of two of K) where
+    M_PAD rows of it fit STATS_ELEMENTS, so a batch-1 program reads its row in one round
+    trip instead of K / BLOCK_K dependent ones; never less than BLOCK_K."""
+    return max(block_k, min(triton.next_power_of_2(k), STATS_ELEMENTS // m_pad))
+
+
+def kernel_args(x2: torch.Tensor, pro: Prologue | None, m_pad: int, k: int,
+                block_k: int) -> tuple[tuple, dict]:
     """The prologue's runtime arguments (res_ptr, g_ptr, s_ptr, eps, k_up) and constexprs
-    (PRO, HAS_RES) for a launch over x2 (M, K_in); unused pointers are x2."""
+    (PRO, HAS_RES, BLOCK_R) for a launch over x2 (M, K_in) whose W has K columns; unused
+    pointers are x2."""
     if pro is None or pro.kind == PLAIN:
-        return (x2, x2, x2, 0.0, 0), {"PRO": PLAIN, "HAS_RES": False}
+        return (x2, x2, x2, 0.0, 0), {"PRO": PLAIN, "HAS_RES": False, "BLOCK_R": block_k}
     if pro.kind == SILU_MUL:
-        return (x2, x2, x2, 0.0, x2.shape[1] // 2), {"PRO": SILU_MUL, "HAS_RES": False}
+        return (x2, x2, x2, 0.0, k), {"PRO": SILU_MUL, "HAS_RES": False, "BLOCK_R": block_k}
     has_res = pro.residual is not None
     res = pro.residual if has_res else x2
     stream = pro.stream if has_res else x2
-    return (res, pro.norm_weight, stream, float(pro.eps), 0), {"PRO": RMS_NORM,
-                                                                "HAS_RES": has_res}
+    return (res, pro.norm_weight, stream, float(pro.eps), 0), {
+        "PRO": RMS_NORM, "HAS_RES": has_res, "BLOCK_R": stats_block(m_pad, k, block_k)}

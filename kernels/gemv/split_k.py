@@ -66,7 +66,7 @@ def _gemv_split_k_kernel(
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, NUM_STAGES: tl.constexpr, DOT: tl.constexpr,
     IEEE: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
-    PRO: tl.constexpr, HAS_RES: tl.constexpr,
+    PRO: tl.constexpr, HAS_RES: tl.constexpr, BLOCK_R: tl.constexpr,
 ):
     """Grid (cdiv(N, BLOCK_N) * SPLIT_K, cdiv(M, M_PAD)); ws (SPLIT_K, M, N) fp32, cnt one
     int32 per (M tile, N tile), zero on entry and on exit. PRO, HAS_RES, res_ptr .. k_up: the
@@ -84,7 +84,7 @@ def _gemv_split_k_kernel(
     k_hi = tl.minimum(k_lo + K_SPLIT, K)
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
     writer = tl.where(pid == 0, M, 0)  # rows this program stores to the stream
-    rstd = input_rstd(x_ptr, res_ptr, s_ptr, m, m_ok, K, s_xm, eps, writer, BLOCK_K, PRO,
+    rstd = input_rstd(x_ptr, res_ptr, s_ptr, m, m_ok, K, s_xm, eps, writer, BLOCK_R, PRO,
                       HAS_RES)
     acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm, res_ptr, g_ptr,
                      k_up, rstd, M_PAD, BLOCK_N, BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K,
