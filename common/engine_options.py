@@ -43,11 +43,10 @@ class EngineOptions:
 
     gemv_prologue: bool = True
     """With triton_gemv, in steps of at most ops.PROLOGUE_MAX_ROWS tokens (decode at small
-    batch), each layer's input RMSNorm (and the deferred residual add) runs inside the wqkv
-    GEMV's loads, and SiLU-and-mul inside the down GEMV's (kernels/gemv/prologue.py),
-    instead of as Inductor kernels: two launches fewer per layer. HF's roundings (the
-    residual sum rounded before the norm's statistics), so outputs may differ from the
-    compiled unfused ops by bf16 ulps."""
+    batch), each layer's SiLU-and-mul runs inside the down GEMV's loads
+    (kernels/gemv/prologue.py) instead of as an Inductor kernel: one launch fewer per layer.
+    The same fp32 math and one rounding as Inductor's kernel (outputs may differ by bf16
+    ulps where the two compute sigmoid differently)."""
 
     deferred_residual: bool = True
     """Each layer hands its MLP output to the next one unadded: the residual add runs fused

@@ -118,9 +118,8 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
     pdl: those Triton launches (and the attention's) as programmatic dependent launches
     (kernels/pdl.py).
-    gemv_prologue: with triton_gemv and at most ops.PROLOGUE_MAX_ROWS tokens, the input
-    RMSNorm runs inside the wqkv GEMV and SiLU-and-mul inside the down GEMV
-    (ops.gemv_rms_norm, ops.gemv_silu_mul).
+    gemv_prologue: with triton_gemv and at most ops.PROLOGUE_MAX_ROWS tokens, SiLU-and-mul
+    runs inside the down GEMV's loads (ops.gemv_silu_mul).
     """
     _, x, mlp = residual_layer(x, None, w, cos_sin, attn, cache_loc, k_pool, v_pool, num_heads,
                                eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl,
@@ -138,19 +137,14 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     """`decoder_layer` with its residual adds left open: the stream entering the layer is
     x + delta (delta: the previous layer's MLP output, or None), and the stream leaving it is
     x_mid + mlp. Returns (stream in, x_mid, mlp) (bs, T, H) each; compiled, the add of delta
-    and the input RMSNorm are one kernel (with gemv_prologue, part of the wqkv GEMV). The
-    switches: decoder_layer.
+    and the input RMSNorm are one kernel. The switches: decoder_layer.
     """
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
     gemv = triton_gemv and bs * t <= ops.GEMV_MAX_ROWS
-    prologue = gemv and gemv_prologue and bs * t <= ops.PROLOGUE_MAX_ROWS
-    if prologue:
-        qkv, x = ops.gemv_rms_norm(x, delta, w.input_norm, w.wqkv, eps, gemv_tuning, pdl)
-    else:
-        if delta is not None:
-            x = x + delta
-        qkv = _linear(rms_norm(x, w.input_norm, eps), w.wqkv, gemv, gemv_tuning, pdl)
+    if delta is not None:
+        x = x + delta
+    qkv = _linear(rms_norm(x, w.input_norm, eps), w.wqkv, gemv, gemv_tuning, pdl)
     if fused_qk:
         q = ops.qk_norm_rope_write(qkv.reshape(bs * t, -1), w.q_norm, w.k_norm,
                                    cos_sin.reshape(bs * t, d), cache_loc, k_pool, v_pool,
@@ -170,7 +164,7 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     x_mid = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning, pdl)
     gate_up = _linear(rms_norm(x_mid, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
                       gemv_tuning, pdl)
-    if prologue:
+    if gemv and gemv_prologue and bs * t <= ops.PROLOGUE_MAX_ROWS:
         return x, x_mid, ops.gemv_silu_mul(gate_up, w.w_down, gemv_tuning, pdl)
     gate, up = gate_up.chunk(2, dim=-1)
     return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning, pdl)

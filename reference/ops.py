@@ -12,13 +12,12 @@ import torch
 import kernels
 from kernels import AcceptResult
 
-__all__ = ["AcceptResult", "accept_bonus", "gemv", "gemv_rms_norm", "gemv_silu_mul",
-           "kv_materialize", "paged_attention", "prepare_block", "qk_norm_rope_write"]
+__all__ = ["AcceptResult", "accept_bonus", "gemv", "gemv_silu_mul", "kv_materialize",
+           "paged_attention", "prepare_block", "qk_norm_rope_write"]
 
 GEMV_MAX_ROWS = 16  # decode rows: above this the Triton GEMV streams W once per 16 rows
-# rows up to which the layer makes a GEMV's input in its loads (gemv_rms_norm, gemv_silu_mul):
-# the fma kernels' few rows; the dot kernels' 16-row tiles in fp32 made the 16-token verify
-# 2.7x slower on an H200
+# rows up to which the layer makes the down GEMV's input in its loads (gemv_silu_mul): the fma
+# kernels' few rows (kernels/gemv/prologue.py)
 PROLOGUE_MAX_ROWS = 4
 
 
@@ -101,11 +100,10 @@ def gemv(x, w, tuning=None, pdl=False):
     return x @ w.t()
 
 
-def _gemv_runs(x: torch.Tensor, w: torch.Tensor, *more: torch.Tensor | None) -> bool:
+def _gemv_runs(x: torch.Tensor, w: torch.Tensor) -> bool:
     """`gemv`'s rule: Triton for at most GEMV_MAX_ROWS rows, one dtype, no gradient."""
     rows = x.numel() // max(x.shape[-1], 1)
-    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                           for t in (x, w, *more))
+    grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
     return _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype
 
 
@@ -121,16 +119,3 @@ def gemv_silu_mul(gate_up, w, tuning=None, pdl=False):
     gate, up = gate_up.chunk(2, dim=-1)
     return (torch.nn.functional.silu(gate) * up) @ w.t()
 
-
-@torch.compiler.disable
-def gemv_rms_norm(x, residual, norm_weight, w, eps, tuning=None, pdl=False):
-    """(y, stream): stream = x + residual (x when None), y = RMSNorm(stream) @ w^T, through
-    `kernels.gemv.kernel.gemv_rms_norm` (the add and norm in the GEMV's loads) where `gemv`
-    would run Triton, else the layer's own ops (`kernels.add_rms_norm_ref`, which is
-    reference.model.rms_norm after the add, and the matmul). Opaque to torch.compile."""
-    if _gemv_runs(x, w, residual, norm_weight):
-        from kernels.gemv.kernel import gemv_rms_norm as fused
-
-        return fused(x, residual, norm_weight, w, eps=eps, tuning=tuning, pdl=pdl)
-    stream, h = kernels.add_rms_norm_ref(x, residual, norm_weight, eps)
-    return h @ w.t(), stream

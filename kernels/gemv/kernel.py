@@ -7,10 +7,10 @@ per (N, K, M bucket, dtype): on CUDA the first call of a shape outside CUDA-grap
 times the candidates and caches the winner; under capture, on the CPU, or with tuning off
 (`GemvTuning(tune=False)`) it takes `default_config` (deterministic); where cuBLAS timed
 faster than every candidate this launcher calls cuBLAS. Run the engine's warm-up (GraphCache
-captures after two eager calls) or `tune.warm_up` before capturing. `gemv_silu_mul` and
-`gemv_rms_norm` are the same GEMV with its input made in its loads (prologue.py).
+captures after two eager calls) or `tune.warm_up` before capturing. `gemv_silu_mul` is the
+same GEMV with its input made in its loads (prologue.py).
 
-Module layout (imports run one way): prologue.py (fused inputs) <- shared.py (config, inner
+Module layout (imports run one way): prologue.py (the fused input) <- shared.py (config, inner
 loop, default) <- split_k.py <- launch.py <- tune.py <- kernel.py. Semantics:
 kernels/gemv/ref.py.
 """
@@ -24,8 +24,7 @@ import torch
 from kernels._checks import FLOAT_DTYPES, check_int, check_runnable
 from kernels._checks import check_tensor as _check
 from kernels.gemv.launch import launch
-from kernels.gemv.prologue import RMS_NORM, SILU_MUL, Prologue
-from kernels.gemv.ref import add_rms_norm_ref, silu_mul_ref
+from kernels.gemv.ref import silu_mul_ref
 from kernels.gemv.shared import GemvConfig
 from kernels.gemv.tune import config_for
 from kernels.gemv.tuning import DEFAULT_TUNING, GemvTuning
@@ -85,15 +84,18 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     return launch(x, w, config, out, pdl)
 
 
+
 def gemv_silu_mul(gate_up: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
                   tuning: GemvTuning | None = None, pdl: bool = False) -> torch.Tensor:
     """Triton version of `gemv_silu_mul_ref`: (silu(gate) * up) @ w^T with the SiLU-and-mul
     computed in the GEMV's loads (prologue.py), for gate_up (..., 2K) = [gate | up] and
-    w (N, K). Config, tuning and pdl as `gemv` (the config tuned for w's plain GEMV); where
-    that tuning chose cuBLAS, the product runs as silu_mul_ref then cuBLAS.
+    w (N, K). Config, tuning and pdl as `gemv` (the config tuned for w's plain GEMV). Where
+    that config is a dot one (the prologue is the fma loop's) or the tuning chose cuBLAS,
+    u = silu_mul_ref(gate_up) is made first and multiplied by that kernel.
     """
     if not isinstance(gate_up, torch.Tensor) or gate_up.dim() < 1:
         raise ValueError("gate_up must be a torch.Tensor of rank >= 1 (..., 2K)")
+    _check("w", w, ndim=2, dtypes=FLOAT_DTYPES, inner_stride_one=True)
     n, k = w.shape
     if gate_up.shape[-1] != 2 * k:
         raise ValueError(f"gate_up has {gate_up.shape[-1]} columns, expected 2K = {2 * k} "
@@ -103,38 +105,8 @@ def gemv_silu_mul(gate_up: torch.Tensor, w: torch.Tensor, *, config: GemvConfig 
     m = math.prod(gate_up.shape[:-1])
     if config is None:
         config = config_for(m, n, k, w, tuning or DEFAULT_TUNING)
-        if config is None:
-            return silu_mul_ref(gate_up) @ w.t()
-    return launch(gate_up, w, config, None, pdl, Prologue(SILU_MUL))
-
-
-def gemv_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor,
-                  w: torch.Tensor, *, eps: float, config: GemvConfig | None = None,
-                  tuning: GemvTuning | None = None, pdl: bool = False
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton version of `gemv_rms_norm_ref`: (y, stream) with stream = x + residual (x when
-    residual is None) and y = RMSNorm(stream, norm_weight, eps) @ w^T, the add and the norm
-    computed in the GEMV's loads (prologue.py). x, residual (..., K); norm_weight (K,);
-    w (N, K). Config, tuning and pdl as `gemv`; where the tuning chose cuBLAS, the input
-    is made by add_rms_norm_ref and multiplied by cuBLAS.
-    """
-    _check_args(x, w, config)
-    n, k = w.shape
-    _check("norm_weight", norm_weight, ndim=1, dtypes=(x.dtype,), device=x.device)
-    if norm_weight.shape[0] != k:
-        raise ValueError(f"norm_weight has {norm_weight.shape[0]} entries, w has K = {k}")
-    if residual is not None:
-        _check("residual", residual, ndim=x.dim(), dtypes=(x.dtype,), device=x.device)
-        if residual.shape != x.shape:
-            raise ValueError(f"residual has shape {tuple(residual.shape)}, x {tuple(x.shape)}")
-    m = math.prod(x.shape[:-1])
     if config is None:
-        config = config_for(m, n, k, w, tuning or DEFAULT_TUNING)
-        if config is None:
-            stream, h = add_rms_norm_ref(x, residual, norm_weight, eps)
-            return h @ w.t(), stream
-    x = x.contiguous()
-    res = None if residual is None else residual.contiguous()
-    stream = x if res is None else torch.empty_like(x)
-    pro = Prologue(RMS_NORM, norm_weight.contiguous(), eps, res, stream)
-    return launch(x, w, config, None, pdl, pro), stream
+        return silu_mul_ref(gate_up) @ w.t()
+    if config.dot:
+        return launch(silu_mul_ref(gate_up), w, config, None, pdl)
+    return launch(gate_up, w, config, None, pdl, silu_mul=True)

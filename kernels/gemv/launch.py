@@ -20,7 +20,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.gemv.prologue import Prologue, input_rstd, kernel_args
 from kernels.gemv.shared import GemvConfig, accumulate, m_pad
 from kernels.gemv.split_k import gemv_split_k
 from kernels.pdl import launch_options, pdl_enter, use_pdl
@@ -28,15 +27,15 @@ from kernels.pdl import launch_options, pdl_enter, use_pdl
 
 @triton.jit
 def _gemv_kernel(
-    x_ptr, w_ptr, y_ptr, M, N, K, s_xm, s_wn, s_ym, res_ptr, g_ptr, s_ptr, eps, k_up,
+    x_ptr, w_ptr, y_ptr, M, N, K, s_xm, s_wn, s_ym, k_up,
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
     EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, PDL: tl.constexpr,
-    PRO: tl.constexpr, HAS_RES: tl.constexpr, BLOCK_R: tl.constexpr,
+    SILU: tl.constexpr,
 ):
     """Grid (cdiv(N, BLOCK_N), cdiv(M, M_PAD)): y (M, N) tile of program (n, m) over all of K.
-    PDL: launched as a programmatic dependent launch (kernels/pdl.py). PRO, HAS_RES and
-    res_ptr .. k_up: the input's prologue (prologue.py)."""
+    PDL: launched as a programmatic dependent launch (kernels/pdl.py). SILU, k_up: x is
+    [gate | up], the input silu(gate) * up (prologue.py)."""
     pdl_enter(PDL)
     pid_n = tl.program_id(0)
     m0 = tl.program_id(1) * M_PAD
@@ -45,25 +44,22 @@ def _gemv_kernel(
     n_ok = n < N
     m_ok = m < M
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
-    writer = tl.where(pid_n == 0, M, 0)  # rows this program stores to the stream
-    rstd = input_rstd(x_ptr, res_ptr, s_ptr, m, m_ok, K, s_xm, eps, writer, BLOCK_R, PRO,
-                      HAS_RES)
-    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, res_ptr, g_ptr, k_up,
-                     rstd, M_PAD, BLOCK_N, BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N,
-                     PRO, HAS_RES)
+    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, k_up, M_PAD, BLOCK_N,
+                     BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N, SILU)
     y_ptrs = y_ptr + m[:, None] * s_ym + n[None, :]
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
 def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
            out: torch.Tensor | None = None, pdl: bool = False,
-           pro: Prologue | None = None) -> torch.Tensor:
+           silu_mul: bool = False) -> torch.Tensor:
     """x (..., K) @ w (N, K)^T -> (..., N) in x's dtype with `config` (split_k > 1: split_k.py).
 
     Arguments as `kernels.gemv.kernel.gemv` takes them, already checked there; out, when
     given, is (M, N) with M = x.numel() / K. pdl: launch the unsplit kernel as a
-    programmatic dependent launch (kernels/pdl.py; split-K launches without). pro: the
-    input's prologue (prologue.py; SILU_MUL: x is (..., 2K), contiguous rows).
+    programmatic dependent launch (kernels/pdl.py; split-K launches without). silu_mul: x is
+    (..., 2K) = [gate | up] and the input silu(gate) * up, made in the loads (prologue.py;
+    fma configs only).
     """
     n, k = w.shape
     lead = x.shape[:-1]
@@ -75,18 +71,17 @@ def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
     if k == 0:
         return y.zero_().view(*lead, n)
     pad = m_pad(m, config.dot)
-    pro_args, pro_consts = kernel_args(x2, pro, pad, k, config.block_k)
     ieee = w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.device.type == "cpu")
     if config.split_k > 1:
-        gemv_split_k(x2, w, y, config, pad, ieee, pro_args, pro_consts)
+        gemv_split_k(x2, w, y, config, pad, ieee, silu_mul)
         return y.view(*lead, n)
     grid = (triton.cdiv(n, config.block_n), triton.cdiv(m, pad))
     pdl = use_pdl(pdl, x)
     _gemv_kernel[grid](
-        x2, w, y, m, n, k, x2.stride(0), w.stride(0), y.stride(0), *pro_args,
+        x2, w, y, m, n, k, x2.stride(0), w.stride(0), y.stride(0), k,
         M_PAD=pad, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         NUM_STAGES=config.num_stages, DOT=config.dot, IEEE=ieee,
-        EVEN_K=k % config.block_k == 0, EVEN_N=n % config.block_n == 0, PDL=pdl, **pro_consts,
+        EVEN_K=k % config.block_k == 0, EVEN_N=n % config.block_n == 0, PDL=pdl, SILU=silu_mul,
         num_warps=config.num_warps, num_stages=config.num_stages,
         **launch_options(pdl),
     )

@@ -76,60 +76,35 @@ def test_with_fused_qk_too(monkeypatch):
         assert_close(g, w, kind="reduction", name=name)
 
 
-def _spy_prologues(monkeypatch) -> list[str]:
-    """_spy, and record which fused GEMV (kernels/gemv/prologue.py) each call took."""
+def _spy_prologue(monkeypatch) -> list[str]:
+    """_spy, and record each call of the fused down GEMV (kernels/gemv/prologue.py)."""
     from kernels.gemv import kernel
 
     _spy(monkeypatch)
     calls = []
-    for name in ("gemv_rms_norm", "gemv_silu_mul"):
-        real = getattr(kernel, name)
-        monkeypatch.setattr(kernel, name, lambda *a, _n=name, _r=real, **kw:
-                            calls.append(_n) or _r(*a, **kw))
+    real = kernel.gemv_silu_mul
+    monkeypatch.setattr(kernel, "gemv_silu_mul",
+                        lambda *a, **kw: calls.append("gemv_silu_mul") or real(*a, **kw))
     return calls
 
 
-def test_prologues_on_the_cpu_are_the_layers_own_ops():
-    """Without Triton the fused calls fall back to the unfused ops: bit for bit."""
+def test_prologue_on_the_cpu_is_the_layers_own_ops():
+    """Without Triton the fused call falls back to the unfused ops: bit for bit."""
     for got, want in zip(_run(5, True, prologue=True), _run(5, False)):
         assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("seed,bs,t", [(0, 1, 1), (1, 2, 2), (2, 1, 5)])
-def test_prologues_inside_decoder_layer(seed, bs, t, monkeypatch):
-    """The norm in the wqkv GEMV and SiLU-and-mul in the down GEMV (interpreter, fp32):
-    two fused calls for at most ops.PROLOGUE_MAX_ROWS tokens, none above (the plain GEMVs),
-    within the fp32 reduction table of the unfused layer."""
-    calls = _spy_prologues(monkeypatch)
+def test_prologue_inside_decoder_layer(seed, bs, t, monkeypatch):
+    """SiLU-and-mul in the down GEMV (interpreter, fp32): one fused call for at most
+    ops.PROLOGUE_MAX_ROWS tokens, none above, within the fp32 reduction table of the
+    unfused layer."""
+    calls = _spy_prologue(monkeypatch)
     got = _run(seed, True, bs, t, prologue=True)
     monkeypatch.undo()
-    fused = bs * t <= ops.PROLOGUE_MAX_ROWS
-    assert calls == (["gemv_rms_norm", "gemv_silu_mul"] if fused else [])
+    assert calls == (["gemv_silu_mul"] if bs * t <= ops.PROLOGUE_MAX_ROWS else [])
     for name, g, w in zip(("out", "k_pool", "v_pool"), got, _run(seed, False, bs, t)):
         assert_close(g, w, kind="reduction", name=name)
-
-
-def test_prologue_takes_the_deferred_residual(monkeypatch):
-    """residual_layer with the previous layer's MLP output: the stream it returns is x +
-    delta exactly (the add happens in the GEMV), x_mid and mlp as the unfused layer."""
-    from reference.model import residual_layer
-
-    x, w, cos_sin, attn, loc, pools = _inputs(6, 2, 2)
-    delta = torch.randn(x.shape, generator=torch.Generator().manual_seed(7))
-
-    def run(prologue: bool):
-        k_pool, v_pool = pools[0].clone(), pools[1].clone()
-        return residual_layer(x, delta, w, cos_sin, attn, loc, k_pool, v_pool, NH, 1e-6,
-                              triton_gemv=True, gemv_prologue=prologue)
-
-    calls = _spy_prologues(monkeypatch)
-    got = run(True)
-    monkeypatch.undo()
-    assert calls == ["gemv_rms_norm", "gemv_silu_mul"]
-    want = run(False)
-    assert torch.equal(got[0], x + delta)
-    for name, g, v in zip(("stream", "x_mid", "mlp"), got, want):
-        assert_close(g, v, kind="reduction", name=name)
 
 
 def test_more_than_max_rows_stays_on_the_matmul(monkeypatch):
@@ -212,8 +187,8 @@ def test_cuda_engine_with_pdl_gives_the_same_tokens(tiny_dir, drafter_dir):
 @pytest.mark.slow
 @pytest.mark.gpu
 def test_cuda_engine_with_gemv_prologue_gives_the_same_tokens(tiny_dir, drafter_dir):
-    """EngineOptions.gemv_prologue: the input norm and SiLU-and-mul inside the GEMVs. fp32
-    tiny target on CUDA (graphs): plain and DFlash greedy tokens equal those without it."""
+    """EngineOptions.gemv_prologue: SiLU-and-mul inside the down GEMV. fp32 tiny target on
+    CUDA (graphs): plain and DFlash greedy tokens equal those without it."""
     from reference.generate import generate
     from reference.loaders import load_dflash, load_target
 
