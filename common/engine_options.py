@@ -41,13 +41,6 @@ class EngineOptions:
     """With triton_gemv, gate_up through the Triton GEMV too. Off: cuBLAS already streams
     that wide projection near the memory bound."""
 
-    gemv_prologue: bool = True
-    """With triton_gemv, in steps of at most ops.PROLOGUE_MAX_ROWS tokens (decode at small
-    batch), each layer's SiLU-and-mul runs inside the down GEMV's loads
-    (kernels/gemv/prologue.py) instead of as an Inductor kernel: one launch fewer per layer.
-    The same fp32 math and one rounding as Inductor's kernel (outputs may differ by bf16
-    ulps where the two compute sigmoid differently)."""
-
     deferred_residual: bool = True
     """Each layer hands its MLP output to the next one unadded: the residual add runs fused
     with the next layer's input RMSNorm (one Inductor kernel) instead of alone at the end of

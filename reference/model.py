@@ -107,8 +107,7 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                   num_heads: int, eps: float, fused_qk: bool = False,
                   triton_gemv: bool = False, gemv_gate_up: bool = False,
-                  gemv_tuning: GemvTuning | None = None, pdl: bool = False,
-                  gemv_prologue: bool = False) -> torch.Tensor:
+                  gemv_tuning: GemvTuning | None = None, pdl: bool = False) -> torch.Tensor:
     """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
 
     The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
@@ -118,12 +117,9 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
     pdl: those Triton launches (and the attention's) as programmatic dependent launches
     (kernels/pdl.py).
-    gemv_prologue: with triton_gemv and at most ops.PROLOGUE_MAX_ROWS tokens, SiLU-and-mul
-    runs inside the down GEMV's loads (ops.gemv_silu_mul).
     """
     _, x, mlp = residual_layer(x, None, w, cos_sin, attn, cache_loc, k_pool, v_pool, num_heads,
-                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl,
-                               gemv_prologue)
+                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl)
     return x + mlp
 
 
@@ -132,8 +128,7 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
                    k_pool: torch.Tensor, v_pool: torch.Tensor, num_heads: int, eps: float,
                    fused_qk: bool = False, triton_gemv: bool = False,
                    gemv_gate_up: bool = False, gemv_tuning: GemvTuning | None = None,
-                   pdl: bool = False, gemv_prologue: bool = False
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`decoder_layer` with its residual adds left open: the stream entering the layer is
     x + delta (delta: the previous layer's MLP output, or None), and the stream leaving it is
     x_mid + mlp. Returns (stream in, x_mid, mlp) (bs, T, H) each; compiled, the add of delta
@@ -144,7 +139,8 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     gemv = triton_gemv and bs * t <= ops.GEMV_MAX_ROWS
     if delta is not None:
         x = x + delta
-    qkv = _linear(rms_norm(x, w.input_norm, eps), w.wqkv, gemv, gemv_tuning, pdl)
+    h = rms_norm(x, w.input_norm, eps)
+    qkv = _linear(h, w.wqkv, gemv, gemv_tuning, pdl)
     if fused_qk:
         q = ops.qk_norm_rope_write(qkv.reshape(bs * t, -1), w.q_norm, w.k_norm,
                                    cos_sin.reshape(bs * t, d), cache_loc, k_pool, v_pool,
@@ -164,8 +160,6 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     x_mid = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning, pdl)
     gate_up = _linear(rms_norm(x_mid, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
                       gemv_tuning, pdl)
-    if gemv and gemv_prologue and bs * t <= ops.PROLOGUE_MAX_ROWS:
-        return x, x_mid, ops.gemv_silu_mul(gate_up, w.w_down, gemv_tuning, pdl)
     gate, up = gate_up.chunk(2, dim=-1)
     return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning, pdl)
 
@@ -318,7 +312,7 @@ class Target:
         o = self.options
         on = kernels and x.is_cuda  # bool arguments: torch.compile guards on them
         switches = (o.fused_qk and on, o.triton_gemv and on, o.triton_gemv_gate_up,
-                    self.gemv_tuning(), uses_pdl(o, x, on), o.gemv_prologue)
+                    self.gemv_tuning(), uses_pdl(o, x, on))
         layer = self.fast_layer if fast else residual_layer
         defer = o.deferred_residual and kernels
         delta, after = None, {}

@@ -12,13 +12,10 @@ import torch
 import kernels
 from kernels import AcceptResult
 
-__all__ = ["AcceptResult", "accept_bonus", "gemv", "gemv_silu_mul", "kv_materialize",
-           "paged_attention", "prepare_block", "qk_norm_rope_write"]
+__all__ = ["AcceptResult", "accept_bonus", "gemv", "kv_materialize", "paged_attention",
+           "prepare_block", "qk_norm_rope_write"]
 
 GEMV_MAX_ROWS = 16  # decode rows: above this the Triton GEMV streams W once per 16 rows
-# rows up to which the layer makes the down GEMV's input in its loads (gemv_silu_mul): the fma
-# kernels' few rows (kernels/gemv/prologue.py)
-PROLOGUE_MAX_ROWS = 4
 
 
 def _use_triton(tensor: torch.Tensor) -> bool:
@@ -95,27 +92,8 @@ def gemv(x, w, tuning=None, pdl=False):
     `tuning` says (kernels.gemv.tune.GemvTuning; None: its defaults). pdl:
     EngineOptions.pdl (a programmatic dependent launch of the Triton kernel).
     """
-    if _gemv_runs(x, w):
-        return kernels.gemv(x, w, tuning=tuning, pdl=pdl)
-    return x @ w.t()
-
-
-def _gemv_runs(x: torch.Tensor, w: torch.Tensor) -> bool:
-    """`gemv`'s rule: Triton for at most GEMV_MAX_ROWS rows, one dtype, no gradient."""
     rows = x.numel() // max(x.shape[-1], 1)
     grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
-    return _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype
-
-
-@torch.compiler.disable
-def gemv_silu_mul(gate_up, w, tuning=None, pdl=False):
-    """(silu(gate) * up) @ w^T for gate_up (..., 2K): `kernels.gemv.kernel.gemv_silu_mul`
-    (the SiLU-and-mul in the GEMV's loads) where `gemv` would run Triton, else the layer's
-    own ops (F.silu, the product, the matmul). Opaque to torch.compile."""
-    if _gemv_runs(gate_up, w):
-        from kernels.gemv.kernel import gemv_silu_mul as fused
-
-        return fused(gate_up, w, tuning=tuning, pdl=pdl)
-    gate, up = gate_up.chunk(2, dim=-1)
-    return (torch.nn.functional.silu(gate) * up) @ w.t()
-
+    if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype:
+        return kernels.gemv(x, w, tuning=tuning, pdl=pdl)
+    return x @ w.t()

@@ -12,10 +12,7 @@ than cuBLAS, near the HBM copy bandwidth (about 4.1 TB/s on an H200; the measure
 in the H200 runs' READMEs under benchmarks/). `extra` keeps TB/s of both, do_bench (L2
 flushed) views and the tuning table. The tuning also times split-K configs (split_k.py) at
 the narrow shapes wqkv, wo and down (tune.split_candidates); a split winner shows "skS" in
-its config. Then the prologue rows (prologue.py): the down GEMV with SiLU-and-mul in its
-loads at M in PROLOGUE_ROWS, against the same GEMV behind Inductor's SiLU-and-mul kernel
-(torch.compile, made once before capture), both in graph replays: what a decode layer
-saves by the launch removed.
+its config.
 """
 
 from __future__ import annotations
@@ -24,15 +21,14 @@ import torch
 
 from kernels.compare import close, merge
 from kernels.gemv import tune
-from kernels.gemv.kernel import gemv, gemv_silu_mul
-from kernels.gemv.ref import gemv_ref, silu_mul_ref
+from kernels.gemv.kernel import gemv
+from kernels.gemv.ref import gemv_ref
 from kernels.gemv.shared import GemvConfig, default_config
 from kernels.timing import Row, bench_us
 
 SHAPES = {"wqkv": (6144, 4096), "wo": (4096, 4096), "gate_up": (24576, 4096),
           "down": (4096, 12288)}
 ROWS = (1, 4, 16)
-PROLOGUE_ROWS = (1, 4)
 DTYPE, DEVICE = torch.bfloat16, "cuda"
 TUNING = tune.GemvTuning()  # graph-timed, cuBLAS may win: the engine's default tuning
 
@@ -83,33 +79,14 @@ def _row(name: str, m: int, ws: list[torch.Tensor]) -> Row:
                size, extra, "< cuBLAS (~4.1 TB/s)", mine.p50 < cublas.p50)
 
 
-def _prologue_row(m: int, ws: list[torch.Tensor]) -> Row:
-    """The fused down GEMV against (Inductor's SiLU-and-mul + the same GEMV), graph replays."""
-    n, k = ws[0].shape
-    tune.warm_up(ws[:1], rows=(m,), tuning=TUNING)
-    cfg = tune.config_for(m, n, k, ws[0], TUNING)
-    gu = torch.randn(m, 2 * k, device=DEVICE).to(DTYPE)
-    silu_mul = torch.compile(silu_mul_ref, dynamic=False)
-    silu_mul(gu)  # compiled here, outside the capture
-    fused = tune.streamed(lambda v: gemv_silu_mul(gu, v), ws, calls=48)
-    split = tune.streamed(lambda v: gemv(silu_mul(gu), v), ws, calls=48)
-    extra = dict(config=str(cfg), saved_us=split.p50 - fused.p50)
-    return Row("gemv", f"silu_mul prologue {n}x{k} M={m} [{cfg}] vs Inductor + GEMV",
-               "bfloat16", fused, split, nbytes(m, n, k) + 2 * m * k, extra,
-               "< the two launches", fused.p50 < split.p50)
-
-
 def run(ctx) -> list[Row]:
-    """One row per (projection, M): tuned kernel vs cuBLAS, graph replays streaming W; then
-    the prologue rows. (ctx, a kernels.bench.BenchContext, is not needed here.)"""
+    """One row per (projection, M): tuned kernel vs cuBLAS, graph replays streaming W.
+    (ctx, a kernels.bench.BenchContext, is not needed here.)"""
     rows = []
     for name, (n, k) in SHAPES.items():
         ws = tune.l2_copies(weight(n, k))
         rows += [_row(name, m, ws) for m in ROWS]
-        if name == "down":
-            rows += [_prologue_row(m, ws) for m in PROLOGUE_ROWS]
         del ws
         torch.cuda.empty_cache()
     return rows
-
 

@@ -7,12 +7,10 @@ per (N, K, M bucket, dtype): on CUDA the first call of a shape outside CUDA-grap
 times the candidates and caches the winner; under capture, on the CPU, or with tuning off
 (`GemvTuning(tune=False)`) it takes `default_config` (deterministic); where cuBLAS timed
 faster than every candidate this launcher calls cuBLAS. Run the engine's warm-up (GraphCache
-captures after two eager calls) or `tune.warm_up` before capturing. `gemv_silu_mul` is the
-same GEMV with its input made in its loads (prologue.py).
+captures after two eager calls) or `tune.warm_up` before capturing.
 
-Module layout (imports run one way): prologue.py (the fused input) <- shared.py (config, inner
-loop, default) <- split_k.py <- launch.py <- tune.py <- kernel.py. Semantics:
-kernels/gemv/ref.py.
+Module layout (imports run one way): shared.py (config, inner loop, default) <- split_k.py
+<- launch.py <- tune.py <- kernel.py. Semantics: kernels/gemv/ref.py.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ import torch
 from kernels._checks import FLOAT_DTYPES, check_int, check_runnable
 from kernels._checks import check_tensor as _check
 from kernels.gemv.launch import launch
-from kernels.gemv.ref import silu_mul_ref
 from kernels.gemv.shared import GemvConfig
 from kernels.gemv.tune import config_for
 from kernels.gemv.tuning import DEFAULT_TUNING, GemvTuning
@@ -82,31 +79,3 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
         if config is None:  # the tuning found cuBLAS faster at this shape
             return torch.matmul(x.reshape(m, k), w.t(), out=out).view(*x.shape[:-1], n)
     return launch(x, w, config, out, pdl)
-
-
-
-def gemv_silu_mul(gate_up: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
-                  tuning: GemvTuning | None = None, pdl: bool = False) -> torch.Tensor:
-    """Triton version of `gemv_silu_mul_ref`: (silu(gate) * up) @ w^T with the SiLU-and-mul
-    computed in the GEMV's loads (prologue.py), for gate_up (..., 2K) = [gate | up] and
-    w (N, K). Config, tuning and pdl as `gemv` (the config tuned for w's plain GEMV). Where
-    that config is a dot one (the prologue is the fma loop's) or the tuning chose cuBLAS,
-    u = silu_mul_ref(gate_up) is made first and multiplied by that kernel.
-    """
-    if not isinstance(gate_up, torch.Tensor) or gate_up.dim() < 1:
-        raise ValueError("gate_up must be a torch.Tensor of rank >= 1 (..., 2K)")
-    _check("w", w, ndim=2, dtypes=FLOAT_DTYPES, inner_stride_one=True)
-    n, k = w.shape
-    if gate_up.shape[-1] != 2 * k:
-        raise ValueError(f"gate_up has {gate_up.shape[-1]} columns, expected 2K = {2 * k} "
-                         f"for w (N, K) = {(n, k)}")
-    gate_up = gate_up.contiguous()
-    _check_args(gate_up[..., :k], w, config)
-    m = math.prod(gate_up.shape[:-1])
-    if config is None:
-        config = config_for(m, n, k, w, tuning or DEFAULT_TUNING)
-    if config is None:
-        return silu_mul_ref(gate_up) @ w.t()
-    if config.dot:
-        return launch(silu_mul_ref(gate_up), w, config, None, pdl)
-    return launch(gate_up, w, config, None, pdl, silu_mul=True)

@@ -27,15 +27,13 @@ from kernels.pdl import launch_options, pdl_enter, use_pdl
 
 @triton.jit
 def _gemv_kernel(
-    x_ptr, w_ptr, y_ptr, M, N, K, s_xm, s_wn, s_ym, k_up,
+    x_ptr, w_ptr, y_ptr, M, N, K, s_xm, s_wn, s_ym,
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
     EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, PDL: tl.constexpr,
-    SILU: tl.constexpr,
 ):
     """Grid (cdiv(N, BLOCK_N), cdiv(M, M_PAD)): y (M, N) tile of program (n, m) over all of K.
-    PDL: launched as a programmatic dependent launch (kernels/pdl.py). SILU, k_up: x is
-    [gate | up], the input silu(gate) * up (prologue.py)."""
+    PDL: launched as a programmatic dependent launch (kernels/pdl.py)."""
     pdl_enter(PDL)
     pid_n = tl.program_id(0)
     m0 = tl.program_id(1) * M_PAD
@@ -44,27 +42,24 @@ def _gemv_kernel(
     n_ok = n < N
     m_ok = m < M
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
-    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, k_up, M_PAD, BLOCK_N,
-                     BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N, SILU)
+    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, M_PAD, BLOCK_N, BLOCK_K,
+                     NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N)
     y_ptrs = y_ptr + m[:, None] * s_ym + n[None, :]
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
 def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
-           out: torch.Tensor | None = None, pdl: bool = False,
-           silu_mul: bool = False) -> torch.Tensor:
+           out: torch.Tensor | None = None, pdl: bool = False) -> torch.Tensor:
     """x (..., K) @ w (N, K)^T -> (..., N) in x's dtype with `config` (split_k > 1: split_k.py).
 
     Arguments as `kernels.gemv.kernel.gemv` takes them, already checked there; out, when
     given, is (M, N) with M = x.numel() / K. pdl: launch the unsplit kernel as a
-    programmatic dependent launch (kernels/pdl.py; split-K launches without). silu_mul: x is
-    (..., 2K) = [gate | up] and the input silu(gate) * up, made in the loads (prologue.py;
-    fma configs only).
+    programmatic dependent launch (kernels/pdl.py; split-K launches without).
     """
     n, k = w.shape
     lead = x.shape[:-1]
     m = math.prod(lead)
-    x2 = x.reshape(m, x.shape[-1])
+    x2 = x.reshape(m, k)
     y = out if out is not None else torch.empty(m, n, device=x.device, dtype=x.dtype)
     if m == 0 or n == 0:
         return y.view(*lead, n)
@@ -73,15 +68,15 @@ def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
     pad = m_pad(m, config.dot)
     ieee = w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.device.type == "cpu")
     if config.split_k > 1:
-        gemv_split_k(x2, w, y, config, pad, ieee, silu_mul)
+        gemv_split_k(x2, w, y, config, pad, ieee)
         return y.view(*lead, n)
     grid = (triton.cdiv(n, config.block_n), triton.cdiv(m, pad))
     pdl = use_pdl(pdl, x)
     _gemv_kernel[grid](
-        x2, w, y, m, n, k, x2.stride(0), w.stride(0), y.stride(0), k,
+        x2, w, y, m, n, k, x2.stride(0), w.stride(0), y.stride(0),
         M_PAD=pad, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         NUM_STAGES=config.num_stages, DOT=config.dot, IEEE=ieee,
-        EVEN_K=k % config.block_k == 0, EVEN_N=n % config.block_n == 0, PDL=pdl, SILU=silu_mul,
+        EVEN_K=k % config.block_k == 0, EVEN_N=n % config.block_n == 0, PDL=pdl,
         num_warps=config.num_warps, num_stages=config.num_stages,
         **launch_options(pdl),
     )

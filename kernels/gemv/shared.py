@@ -21,8 +21,6 @@ from typing import NamedTuple
 import triton
 import triton.language as tl
 
-from kernels.gemv.prologue import load_row
-
 
 class GemvConfig(NamedTuple):
     """Launch parameters: rows of W per program, K chunk, warps, pipeline stages, dot/fma,
@@ -45,19 +43,16 @@ class GemvConfig(NamedTuple):
 
 @triton.jit
 def accumulate(
-    x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm, k_up,
+    x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm,
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
-    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, SILU: tl.constexpr,
+    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
 ):
     """The inner loop of both kernels: the (M_PAD, BLOCK_N) fp32 tile of x @ W^T summed over
     K columns [k_lo, k_hi) in BLOCK_K chunks (k_lo a multiple of BLOCK_K; the unsplit kernel
     walks [0, K), a split-K program its slice). w_rows: the tile's BLOCK_N row starts in W;
     m, m_ok: its rows of x (from m0) and which are < M; n_ok: which rows of W are < N. EVEN_K
-    and EVEN_N: no chunk runs past k_hi, no row past N (W loads unmasked). SILU (fma only):
-    x rows are [gate | up] with up at column k_up, the input silu(gate) * up (prologue.py).
-    """
-    tl.static_assert(not (DOT and SILU), "the SiLU-and-mul prologue is the fma loop's")
+    and EVEN_N: no chunk runs past k_hi, no row past N (W loads unmasked)."""
     kk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((M_PAD, BLOCK_N), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES):
@@ -89,7 +84,8 @@ def accumulate(
             w = w.to(tl.float32)
             for i in tl.static_range(M_PAD):
                 row = tl.minimum(m0 + i, M - 1)  # rows past M: read row M-1, never stored
-                xi = load_row(x_ptr, row, k, k_ok, s_xm, k_up, SILU).to(tl.float32)
+                xi = tl.load(x_ptr + row * s_xm + k, mask=k_ok, other=0.0,
+                             eviction_policy="evict_last").to(tl.float32)
                 part = tl.sum(w * xi[None, :], axis=1)  # (BLOCK_N,)
                 acc += tl.where(tl.arange(0, M_PAD)[:, None] == i, part[None, :], 0.0)
     return acc

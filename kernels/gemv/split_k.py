@@ -60,15 +60,13 @@ def buffer(kind: str, device: torch.device, numel: int) -> torch.Tensor:
 
 @triton.jit
 def _gemv_split_k_kernel(
-    x_ptr, w_ptr, y_ptr, ws_ptr, cnt_ptr, M, N, K, K_SPLIT, s_xm, s_wn, s_ym, k_up,
+    x_ptr, w_ptr, y_ptr, ws_ptr, cnt_ptr, M, N, K, K_SPLIT, s_xm, s_wn, s_ym,
     M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, NUM_STAGES: tl.constexpr, DOT: tl.constexpr,
     IEEE: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
-    SILU: tl.constexpr,
 ):
     """Grid (cdiv(N, BLOCK_N) * SPLIT_K, cdiv(M, M_PAD)); ws (SPLIT_K, M, N) fp32, cnt one
-    int32 per (M tile, N tile), zero on entry and on exit. SILU, k_up: x is [gate | up], the input
-    silu(gate) * up (prologue.py)."""
+    int32 per (M tile, N tile), zero on entry and on exit."""
     pid = tl.program_id(0)
     split = pid % SPLIT_K
     pid_n = pid // SPLIT_K
@@ -81,8 +79,8 @@ def _gemv_split_k_kernel(
     k_lo = split * K_SPLIT
     k_hi = tl.minimum(k_lo + K_SPLIT, K)
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
-    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm, k_up, M_PAD,
-                     BLOCK_N, BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N, SILU)
+    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm, M_PAD, BLOCK_N,
+                     BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N)
     mn_ok = m_ok[:, None] & n_ok[None, :]
     tile = m[:, None].to(tl.int64) * N + n[None, :]  # (M_PAD, BLOCK_N) offsets in one slice
     tl.store(ws_ptr + split * M * N + tile, acc, mask=mn_ok)
@@ -104,14 +102,14 @@ def k_split(k: int, split_k: int, block_k: int) -> int:
 
 
 def gemv_split_k(x2: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: GemvConfig,
-                 pad: int, ieee: bool, silu_mul: bool = False) -> None:
+                 pad: int, ieee: bool) -> None:
     """Launch the split-K kernel: x2 (M, K) @ w (N, K)^T -> y (M, N), M, N, K >= 1.
 
     `config` is a GemvConfig with split_k >= 1 (checked by the caller), `pad` the rows of x per
-    program (shared.m_pad), `ieee` the fp32-dot switch of launch.py, `silu_mul` launch.py's.
+    program (shared.m_pad), `ieee` the fp32-dot switch of launch.py.
     """
-    m = x2.shape[0]
-    n, k = w.shape
+    m, k = x2.shape
+    n = w.shape[0]
     sk = config.split_k
     if sk * m * n >= 2**31:
         raise ValueError(f"config.split_k * M * N = {sk} * {m} * {n} partials exceed the "
@@ -121,9 +119,9 @@ def gemv_split_k(x2: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: Gem
     ws = buffer("workspace", x2.device, sk * m * n)
     cnt = buffer("counters", x2.device, n_tiles * m_tiles)
     _gemv_split_k_kernel[(n_tiles * sk, m_tiles)](
-        x2, w, y, ws, cnt, m, n, k, slice_k, x2.stride(0), w.stride(0), y.stride(0), k,
+        x2, w, y, ws, cnt, m, n, k, slice_k, x2.stride(0), w.stride(0), y.stride(0),
         M_PAD=pad, BLOCK_N=config.block_n, BLOCK_K=config.block_k, SPLIT_K=sk,
         NUM_STAGES=config.num_stages, DOT=config.dot, IEEE=ieee,
         EVEN_K=k == sk * slice_k, EVEN_N=n % config.block_n == 0,
-        num_warps=config.num_warps, num_stages=config.num_stages, SILU=silu_mul,
+        num_warps=config.num_warps, num_stages=config.num_stages,
     )

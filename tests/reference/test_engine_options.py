@@ -19,7 +19,7 @@ from reference.loaders import random_dflash, random_target
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,
-                gemv_prologue=True, deferred_residual=True, draft_kernels=True, unsplit_width=0,
+                deferred_residual=True, draft_kernels=True, unsplit_width=0,
                 fused_merge=False, compile_dynamic=False, pdl=True, compiled_prefill=False,
                 fused_commit=False, gemv_tune=True, gemv_tune_graph=True,
                 gemv_cublas_fallback=True)
@@ -189,7 +189,7 @@ def test_ablation_rows_carry_distinct_options():
     assert len(set(opts.values())) == len(VARIANTS)
     assert opts["all off"] == base.replace(fused_qk=False, triton_gemv=False,
                                            deferred_residual=False, compile_dynamic=True,
-                                           pdl=False, gemv_prologue=False)
+                                           pdl=False)
     assert not opts["qk+gemv+defer+static"].compile_dynamic
     assert opts["+attn rule"].unsplit_width == 512
     assert all(not o.gemv_tune_graph for o in opts.values())  # base's tuning kept

@@ -16,11 +16,11 @@ from workbench.numerics import assert_close
 
 
 def _run(seed: int, gemv: bool, bs: int = 2, t: int = 3, fused: bool = False,
-         gate_up: bool = False, prologue: bool = False):
+         gate_up: bool = False):
     x, w, cos_sin, attn, loc, pools = _inputs(seed, bs, t)
     k_pool, v_pool = pools[0].clone(), pools[1].clone()
     out = decoder_layer(x, w, cos_sin, attn, loc, k_pool, v_pool, NH, 1e-6, fused_qk=fused,
-                        triton_gemv=gemv, gemv_gate_up=gate_up, gemv_prologue=prologue)
+                        triton_gemv=gemv, gemv_gate_up=gate_up)
     return out, k_pool, v_pool
 
 
@@ -76,41 +76,10 @@ def test_with_fused_qk_too(monkeypatch):
         assert_close(g, w, kind="reduction", name=name)
 
 
-def _spy_prologue(monkeypatch) -> list[str]:
-    """_spy, and record each call of the fused down GEMV (kernels/gemv/prologue.py)."""
-    from kernels.gemv import kernel
-
-    _spy(monkeypatch)
-    calls = []
-    real = kernel.gemv_silu_mul
-    monkeypatch.setattr(kernel, "gemv_silu_mul",
-                        lambda *a, **kw: calls.append("gemv_silu_mul") or real(*a, **kw))
-    return calls
-
-
-def test_prologue_on_the_cpu_is_the_layers_own_ops():
-    """Without Triton the fused call falls back to the unfused ops: bit for bit."""
-    for got, want in zip(_run(5, True, prologue=True), _run(5, False)):
-        assert torch.equal(got, want)
-
-
-@pytest.mark.parametrize("seed,bs,t", [(0, 1, 1), (1, 2, 2), (2, 1, 5)])
-def test_prologue_inside_decoder_layer(seed, bs, t, monkeypatch):
-    """SiLU-and-mul in the down GEMV (interpreter, fp32): one fused call for at most
-    ops.PROLOGUE_MAX_ROWS tokens, none above, within the fp32 reduction table of the
-    unfused layer."""
-    calls = _spy_prologue(monkeypatch)
-    got = _run(seed, True, bs, t, prologue=True)
-    monkeypatch.undo()
-    assert calls == (["gemv_silu_mul"] if bs * t <= ops.PROLOGUE_MAX_ROWS else [])
-    for name, g, w in zip(("out", "k_pool", "v_pool"), got, _run(seed, False, bs, t)):
-        assert_close(g, w, kind="reduction", name=name)
-
-
 def test_more_than_max_rows_stays_on_the_matmul(monkeypatch):
     """bs * T = 18 > ops.GEMV_MAX_ROWS: no kernel call, bit-equal to the switch off."""
     calls = _spy(monkeypatch)
-    got = _run(4, True, bs=2, t=9, prologue=True)
+    got = _run(4, True, bs=2, t=9)
     monkeypatch.undo()
     assert calls == []
     for g, w in zip(got, _run(4, False, bs=2, t=9)):
@@ -182,25 +151,3 @@ def test_cuda_engine_with_pdl_gives_the_same_tokens(tiny_dir, drafter_dir):
                         max_new_tokens=24).tokens
         outs.append((plain, spec))
     assert outs[0] == outs[1]
-
-
-@pytest.mark.slow
-@pytest.mark.gpu
-def test_cuda_engine_with_gemv_prologue_gives_the_same_tokens(tiny_dir, drafter_dir):
-    """EngineOptions.gemv_prologue: SiLU-and-mul inside the down GEMV. fp32 tiny target on
-    CUDA (graphs): plain and DFlash greedy tokens equal those without it."""
-    from reference.generate import generate
-    from reference.loaders import load_dflash, load_target
-
-    g = torch.Generator().manual_seed(3)
-    prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (7, 4, 10)]
-    outs = []
-    for prologue in (False, True):
-        target = load_target(tiny_dir, device="cuda",
-                             options=EngineOptions(gemv_prologue=prologue))
-        plain = generate(target, prompts, max_new_tokens=24).tokens
-        spec = generate(target, prompts, proposer=load_dflash(drafter_dir, target,
-                                                              block_size=4),
-                        max_new_tokens=24).tokens
-        outs.append((plain, spec))
-    assert outs[0] == outs[1] and outs[0][0] == outs[0][1]
