@@ -80,8 +80,8 @@ def bench_batch(target, drafter, prompts, args) -> dict:
 
     The warm-ups decode as far as the timed runs because requests finish at ragged rounds:
     the batch drops through smaller graph buckets (16 -> 8 -> 4 ...), and each new bucket
-    costs CUDA-graph captures. A short warm-up left those inside the first timed run, the
-    sync one."""
+    costs CUDA-graph captures. A shorter warm-up would leave those captures inside the first
+    timed run, the sync one."""
     block, new = args.block_size, args.new_tokens
     generate(target, prompts, max_new_tokens=new)
     ar = generate(target, prompts, max_new_tokens=new)
