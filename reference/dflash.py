@@ -57,28 +57,31 @@ def draft_forward(drafter: Drafter, target: Target, block_ids: torch.Tensor,
     The block's own K/V is written to the draft pool at batch.cache_loc (the verify slots;
     committed columns are overwritten by injection afterwards); batch.kv_lens = prefix + B.
     """
-    x = draft_layers(drafter, target, block_ids, batch, req_to_token, k_pool, v_pool)
+    x = draft_stack(drafter, target, target.embed[block_ids], batch, req_to_token, k_pool,
+                    v_pool, causal=False)
     h = rms_norm(x[:, 1:], drafter.norm, drafter.config.model.rms_norm_eps)
     return target.logits(h)
 
 
-def draft_layers(drafter: Drafter, target: Target, block_ids: torch.Tensor,
-                 batch: ForwardBatch, req_to_token: torch.Tensor, k_pool: torch.Tensor,
-                 v_pool: torch.Tensor) -> torch.Tensor:
-    """The residual stream (bs, T, H) after the draft layers over blocks block_ids (bs, T):
-    bidirectional inside the block on full layers, causal within the window on sliding
-    ones; the target's loop (`Target.run_layers`), kernels as options.draft_kernels says."""
+def draft_stack(drafter: Drafter, target: Target, x: torch.Tensor, batch: ForwardBatch,
+                req_to_token: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, *,
+                causal: bool) -> torch.Tensor:
+    """Run inputs x (bs, T, H) through the draft layers over the draft pool; returns the
+    residual stream after the last layer (bs, T, H). Every layer writes its K/V at
+    batch.cache_loc first. causal=False: bidirectional inside the new tokens (DFlash's
+    block); sliding layers stay causal within their window either way, as in
+    Target.forward. The loop is the target's `run_layers` (its compiled layer, the kernels
+    as options.draft_kernels says), so every drafter is timed alike."""
     cfg = drafter.config.model
 
     def meta(i: int) -> AttentionMeta:
         win = cfg.window(i)
-        return attention_meta(batch, req_to_token, causal=win is not None, window=win,
-                              options=target.options)
+        return attention_meta(batch, req_to_token, causal=causal or win is not None,
+                              window=win, options=target.options)
 
-    x, _ = target.run_layers(target.embed[block_ids], drafter.layers, meta,
-                             drafter.cos_sin[batch.positions], batch.cache_loc.reshape(-1),
-                             k_pool, v_pool, cfg.num_heads, cfg.rms_norm_eps,
-                             kernels=target.options.draft_kernels)
+    x, _ = target.run_layers(x, drafter.layers, meta, drafter.cos_sin[batch.positions],
+                             batch.cache_loc.reshape(-1), k_pool, v_pool, cfg.num_heads,
+                             cfg.rms_norm_eps, kernels=target.options.draft_kernels)
     return x
 
 

@@ -27,7 +27,7 @@ import torch
 
 from common.dspark_schedule import Scheduler
 from reference.config import ConfigError, DFlashConfig
-from reference.dflash import DFlashProposer, Drafter, draft_layers
+from reference.dflash import DFlashProposer, Drafter, draft_stack
 from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
 
@@ -86,7 +86,8 @@ def dspark_hidden(
 
     Writes the block's K/V at batch.cache_loc; batch.kv_lens = prefix + gamma.
     """
-    x = draft_layers(drafter, target, block_ids, batch, req_to_token, k_pool, v_pool)
+    x = draft_stack(drafter, target, target.embed[block_ids], batch, req_to_token, k_pool,
+                    v_pool, causal=False)
     return rms_norm(x, drafter.norm, drafter.config.model.rms_norm_eps)
 
 

@@ -25,9 +25,8 @@ from safetensors.torch import save_file
 
 from kernels.kv_materialize.ref import kv_materialize_ref
 from reference.config import DFlashConfig, ModelConfig
-from reference.dflash import Drafter, context_hidden, draft_forward
+from reference.dflash import Drafter, context_hidden, draft_forward, draft_stack
 from reference.loaders import drafter_from_state_dict, random_dflash_state_dict
-from reference.methods.variants import draft_stack
 from reference.model import ForwardBatch, Target, rms_norm
 from toy.eagle import eagle_block_logits
 from toy.objective import block_inputs

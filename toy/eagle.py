@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import torch
 
-from reference.dflash import Drafter, context_hidden
+from reference.dflash import Drafter, context_hidden, draft_stack
 from reference.methods.eagle import chain, eagle_inputs
-from reference.methods.variants import draft_stack
 from reference.model import ForwardBatch, Target, rms_norm
 from toy.dense_blocks import dense_layer
 

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import torch
 
-from reference.dflash import DFlashProposer, Drafter, context_hidden
+from reference.dflash import DFlashProposer, Drafter, context_hidden, draft_stack
 from reference.loaders import load_dflash, read_safetensors
-from reference.methods.variants import draft_stack
 from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
 from reference.registry import register

@@ -21,33 +21,15 @@ from pathlib import Path
 
 import torch
 
-from reference.dflash import DFlashProposer, Drafter, context_hidden
+from reference.dflash import DFlashProposer, Drafter, context_hidden, draft_stack
 from reference.loaders import load_dflash
-from reference.model import ForwardBatch, Target, attention_meta, rms_norm
+from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
 from reference.registry import MethodSpec, register
 
 # dflash_config.variant of a drafter folder -> its registered method
 METHOD_OF_VARIANT = {"dflash": "dflash", "no_features": "no_features", "fusion": "fusion",
                      "ar": "dflash_ar", "eagle": "eagle"}
-
-
-def draft_stack(drafter: Drafter, target: Target, x: torch.Tensor, batch: ForwardBatch,
-                req_to_token: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, *,
-                causal: bool) -> torch.Tensor:
-    """Run inputs x (bs, T, H) through the draft layers over the draft pool; returns the
-    residual stream after the last layer (bs, T, H). Every layer writes its K/V at
-    batch.cache_loc first. The loop is the target's `run_layers` (its compiled layer, the
-    kernels as options.draft_kernels says), as in `draft_forward`, so drafters are timed
-    alike."""
-    cfg = drafter.config.model
-    x, _ = target.run_layers(
-        x, drafter.layers,
-        lambda i: attention_meta(batch, req_to_token, causal=causal, window=cfg.window(i),
-                                 options=target.options),
-        drafter.cos_sin[batch.positions], batch.cache_loc.reshape(-1), k_pool, v_pool,
-        cfg.num_heads, cfg.rms_norm_eps, kernels=target.options.draft_kernels)
-    return x
 
 
 class NoFeatureProposer(DFlashProposer):
