@@ -41,12 +41,6 @@ class EngineOptions:
     """With triton_gemv, gate_up through the Triton GEMV too. Off: cuBLAS already streams
     that wide projection near the memory bound."""
 
-    fused_swiglu: bool = False
-    """With triton_gemv, gate_up and SiLU-and-mul of the same steps as one Triton launch
-    (ops.gemv_swiglu: the activation in the GEMV's epilogue, no (M, 2I) gate_up tensor, no
-    separate activation kernel). Rounds g and u to the model dtype first, as the unfused
-    path stores them; the dot products may differ in fp32 summation order from cuBLAS's."""
-
     deferred_residual: bool = True
     """Each layer hands its MLP output to the next one unadded: the residual add runs fused
     with the next layer's input RMSNorm (one Inductor kernel) instead of alone at the end of

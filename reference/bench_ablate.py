@@ -23,8 +23,6 @@ turned on:
                 (compile_dynamic=False: the hidden size static)
     qk+gemv+defer+static+pdl  the same, our Triton launches as programmatic dependent
                 launches (pdl)
-    +swiglu     the same, gate_up with SiLU-and-mul in its epilogue (fused_swiglu: one Triton
-                launch instead of cuBLAS and Inductor's activation kernel)
 
 Each variant runs on `target.with_options(opts)`: the same weights and compiled layer, the
 KV pool kept, fresh CUDA graphs (the switches are baked in at capture; the compiled layer
@@ -46,8 +44,7 @@ from common.engine_options import EngineOptions
 from reference.generate import generate
 
 OFF = dict(fused_qk=False, triton_gemv=False, triton_gemv_gate_up=False, unsplit_width=0,
-           fused_merge=False, deferred_residual=False, compile_dynamic=True, pdl=False,
-           fused_swiglu=False)
+           fused_merge=False, deferred_residual=False, compile_dynamic=True, pdl=False)
 RULE = -1  # stands for the ablation's unsplit width in VARIANTS
 # (name, the fields turned on over OFF)
 VARIANTS = (
@@ -65,8 +62,6 @@ VARIANTS = (
                                   compile_dynamic=False)),
     ("qk+gemv+defer+static+pdl", dict(fused_qk=True, triton_gemv=True, deferred_residual=True,
                                       compile_dynamic=False, pdl=True)),
-    ("+swiglu", dict(fused_qk=True, triton_gemv=True, deferred_residual=True,
-                     compile_dynamic=False, pdl=True, fused_swiglu=True)),
 )
 
 

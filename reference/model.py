@@ -107,8 +107,7 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                   num_heads: int, eps: float, fused_qk: bool = False,
                   triton_gemv: bool = False, gemv_gate_up: bool = False,
-                  gemv_tuning: GemvTuning | None = None, pdl: bool = False,
-                  fused_swiglu: bool = False) -> torch.Tensor:
+                  gemv_tuning: GemvTuning | None = None, pdl: bool = False) -> torch.Tensor:
     """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
 
     The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
@@ -118,12 +117,9 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
     pdl: those Triton launches (and the attention's) as programmatic dependent launches
     (kernels/pdl.py).
-    fused_swiglu: with triton_gemv, gate_up and SiLU-and-mul as one launch
-    (ops.gemv_swiglu: the activation in the GEMV's epilogue) for the same steps.
     """
     _, x, mlp = residual_layer(x, None, w, cos_sin, attn, cache_loc, k_pool, v_pool, num_heads,
-                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl,
-                               fused_swiglu)
+                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl)
     return x + mlp
 
 
@@ -132,8 +128,7 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
                    k_pool: torch.Tensor, v_pool: torch.Tensor, num_heads: int, eps: float,
                    fused_qk: bool = False, triton_gemv: bool = False,
                    gemv_gate_up: bool = False, gemv_tuning: GemvTuning | None = None,
-                   pdl: bool = False, fused_swiglu: bool = False
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`decoder_layer` with its residual adds left open: the stream entering the layer is
     x + delta (delta: the previous layer's MLP output, or None), and the stream leaving it is
     x_mid + mlp. Returns (stream in, x_mid, mlp) (bs, T, H) each; compiled, the add of delta
@@ -163,13 +158,10 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
                               fused_merge=attn.fused_merge, tree_mask=attn.tree_mask,
                               pdl=pdl)
     x_mid = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning, pdl)
-    h = rms_norm(x_mid, w.post_norm, eps)
-    if gemv and fused_swiglu:
-        act = ops.gemv_swiglu(h, w.w_gate_up, gemv_tuning, pdl)
-    else:
-        gate, up = _linear(h, w.w_gate_up, gemv and gemv_gate_up, gemv_tuning, pdl).chunk(2, -1)
-        act = F.silu(gate) * up
-    return x, x_mid, _linear(act, w.w_down, gemv, gemv_tuning, pdl)
+    gate_up = _linear(rms_norm(x_mid, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
+                      gemv_tuning, pdl)
+    gate, up = gate_up.chunk(2, dim=-1)
+    return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning, pdl)
 
 
 def uses_pdl(options: EngineOptions, x: torch.Tensor, kernels_on: bool) -> bool:
@@ -247,17 +239,16 @@ class Target:
 
     def warm_up_gemv(self) -> None:
         """Tune the Triton GEMV of each projection it runs (wqkv, wo, down; gate_up too with
-        triton_gemv_gate_up or fused_swiglu) at every M bucket up to ops.GEMV_MAX_ROWS, now,
-        outside any capture: a serving loop's prefill chunks meet any M, and a shape first met
-        mid-run is tuned there (host syncs, tens of milliseconds inside a round). A no-op without
+        triton_gemv_gate_up) at every M bucket up to ops.GEMV_MAX_ROWS, now, outside any
+        capture: a serving loop's prefill chunks meet any M, and a shape first met mid-run
+        is tuned there (host syncs, tens of milliseconds inside a round). A no-op without
         triton_gemv, gemv_tune or CUDA."""
         o = self.options
         if not (o.triton_gemv and o.gemv_tune and self.device.type == "cuda"):
             return
         from kernels.gemv.tune import m_bucket, warm_up
 
-        gate_up = o.triton_gemv_gate_up or o.fused_swiglu
-        names = ("wqkv", "wo", "w_down") + (("w_gate_up",) if gate_up else ())
+        names = ("wqkv", "wo", "w_down") + (("w_gate_up",) if o.triton_gemv_gate_up else ())
         rows = sorted({m_bucket(m) for m in range(1, ops.GEMV_MAX_ROWS + 1)})
         warm_up([getattr(w, n) for w in self.layers for n in names], rows, self.gemv_tuning())
 
@@ -321,7 +312,7 @@ class Target:
         o = self.options
         on = kernels and x.is_cuda  # bool arguments: torch.compile guards on them
         switches = (o.fused_qk and on, o.triton_gemv and on, o.triton_gemv_gate_up,
-                    self.gemv_tuning(), uses_pdl(o, x, on), o.fused_swiglu)
+                    self.gemv_tuning(), uses_pdl(o, x, on))
         layer = self.fast_layer if fast else residual_layer
         defer = o.deferred_residual and kernels
         delta, after = None, {}

@@ -8,13 +8,12 @@ oracles in tests/kernels.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 import kernels
 from kernels import AcceptResult
 
-__all__ = ["AcceptResult", "accept_bonus", "gemv", "gemv_swiglu", "kv_materialize",
-           "paged_attention", "prepare_block", "qk_norm_rope_write"]
+__all__ = ["AcceptResult", "accept_bonus", "gemv", "kv_materialize", "paged_attention",
+           "prepare_block", "qk_norm_rope_write"]
 
 GEMV_MAX_ROWS = 16  # decode rows: above this the Triton GEMV streams W once per 16 rows
 
@@ -98,22 +97,3 @@ def gemv(x, w, tuning=None, pdl=False):
     if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype:
         return kernels.gemv(x, w, tuning=tuning, pdl=pdl)
     return x @ w.t()
-
-
-@torch.compiler.disable
-def gemv_swiglu(x, w_gate_up, tuning=None, pdl=False):
-    """silu(x @ W_gate^T) * (x @ W_up^T) for x (..., H), w_gate_up (2I, H) -> (..., I).
-
-    On CUDA, for at most GEMV_MAX_ROWS rows, matching dtypes and no gradient: one Triton
-    launch (kernels/gemv/swiglu.py: the activation in the GEMV's epilogue, the config the
-    tuner's fastest unsplit one for the (2I, H) shape). Otherwise the layer's own sequence,
-    `x @ w.t()` then `F.silu(gate) * up`. Opaque to torch.compile; tuning and pdl as `gemv`.
-    """
-    rows = x.numel() // max(x.shape[-1], 1)
-    grad = torch.is_grad_enabled() and (x.requires_grad or w_gate_up.requires_grad)
-    if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w_gate_up.dtype:
-        from kernels.gemv.swiglu import gemv_swiglu as kernel
-
-        return kernel(x, w_gate_up, tuning=tuning, pdl=pdl)
-    gate, up = (x @ w_gate_up.t()).chunk(2, dim=-1)
-    return F.silu(gate) * up

@@ -12,9 +12,7 @@ than cuBLAS, near the HBM copy bandwidth (about 4.1 TB/s on an H200; the measure
 in the H200 runs' READMEs under benchmarks/). `extra` keeps TB/s of both, do_bench (L2
 flushed) views and the tuning table. The tuning also times split-K configs (split_k.py) at
 the narrow shapes wqkv, wo and down (tune.split_candidates); a split winner shows "skS" in
-its config. The `gemv_swiglu` rows (swiglu.py) time gate_up with SiLU-and-mul in the
-GEMV's epilogue against the path it replaces: the tuned gate_up call (cuBLAS where it won)
-and Inductor's compiled activation kernel, both in the same graphs.
+its config.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ from kernels.gemv import tune
 from kernels.gemv.kernel import gemv
 from kernels.gemv.ref import gemv_ref
 from kernels.gemv.shared import GemvConfig, default_config
-from kernels.gemv.swiglu import gemv_swiglu
 from kernels.timing import Row, bench_us
 
 SHAPES = {"wqkv": (6144, 4096), "wo": (4096, 4096), "gate_up": (24576, 4096),
@@ -82,39 +79,13 @@ def _row(name: str, m: int, ws: list[torch.Tensor]) -> Row:
                size, extra, "< cuBLAS (~4.1 TB/s)", mine.p50 < cublas.p50)
 
 
-def _swiglu_row(m: int, ws: list[torch.Tensor]) -> Row:
-    """gemv_swiglu at M rows vs the tuned gate_up call + compiled SiLU-and-mul (graph us)."""
-    n, k = ws[0].shape
-    x = torch.randn(m, k, device=DEVICE).to(DTYPE)
-    y = torch.empty(m, n // 2, device=DEVICE, dtype=DTYPE)
-    act = torch.compile(lambda gu: torch.nn.functional.silu(gu[:, :n // 2]) * gu[:, n // 2:])
-    cfg = tune.unsplit_config_for(m, n, k, ws[0], TUNING)  # _row tuned this key
-    times = tune.TUNE_LOG[tune.key_of(m, n, k, ws[0], TUNING)]
-    cublas = times["cublas"] < times[str(cfg)]  # the engine's gate_up call (config_for)
-
-    def gate_up(v: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(x, v.t()) if cublas else gemv(x, v, config=cfg)
-
-    act(gate_up(ws[0]))  # compile outside the graph
-    fused = tune.streamed(lambda v: gemv_swiglu(x, v, config=cfg, out=y), ws, calls=100)
-    unfused = tune.streamed(lambda v: act(gate_up(v)), ws, calls=100)
-    size = nbytes(m, n, k) - m * n  # y is (M, N / 2)
-    extra = dict(config=str(cfg), gate_up_call="cuBLAS" if cublas else str(cfg),
-                 tbps=size / fused.p50 / 1e6, saved_us=unfused.p50 - fused.p50)
-    return Row("gemv swiglu", f"gate_up {n}x{k} M={m} [{cfg}] vs gate_up + silu*mul",
-               "bfloat16", fused, unfused, size, extra, "< unfused", fused.p50 < unfused.p50)
-
-
 def run(ctx) -> list[Row]:
-    """One row per (projection, M): tuned kernel vs cuBLAS, graph replays streaming W; then
-    gemv_swiglu against the unfused gate_up path at M = 1 and 16.
+    """One row per (projection, M): tuned kernel vs cuBLAS, graph replays streaming W.
     (ctx, a kernels.bench.BenchContext, is not needed here.)"""
     rows = []
     for name, (n, k) in SHAPES.items():
         ws = tune.l2_copies(weight(n, k))
         rows += [_row(name, m, ws) for m in ROWS]
-        if name == "gate_up":
-            rows += [_swiglu_row(m, ws) for m in (1, 16)]
         del ws
         torch.cuda.empty_cache()
     return rows

@@ -10,8 +10,7 @@ faster than every candidate this launcher calls cuBLAS. Run the engine's warm-up
 captures after two eager calls) or `tune.warm_up` before capturing.
 
 Module layout (imports run one way): shared.py (config, inner loop, default) <- split_k.py
-<- launch.py <- tune.py <- kernel.py <- swiglu.py (the gate_up GEMV with SiLU-and-mul in
-its epilogue). Semantics: kernels/gemv/ref.py.
+<- launch.py <- tune.py <- kernel.py. Semantics: kernels/gemv/ref.py.
 """
 
 from __future__ import annotations
@@ -28,9 +27,7 @@ from kernels.gemv.tune import config_for
 from kernels.gemv.tuning import DEFAULT_TUNING, GemvTuning
 
 
-def check_args(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None) -> None:
-    """x (..., K) and w (N, K): same float dtype and device, inner stride one; a config's
-    block sizes powers of two (also checked for gemv_swiglu, swiglu.py)."""
+def _check_args(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None) -> None:
     _check("w", w, ndim=2, dtypes=FLOAT_DTYPES, inner_stride_one=True)
     if not isinstance(x, torch.Tensor) or x.dim() < 1:
         raise ValueError("x must be a torch.Tensor of rank >= 1 (..., K)")
@@ -50,8 +47,7 @@ def check_args(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None) -> N
     check_runnable("x", x)
 
 
-def check_out(out: torch.Tensor, m: int, n: int, x: torch.Tensor) -> None:
-    """out: a contiguous (M, N) buffer in x's dtype on x's device."""
+def _check_out(out: torch.Tensor, m: int, n: int, x: torch.Tensor) -> None:
     _check("out", out, ndim=2, dtypes=(x.dtype,), device=x.device, inner_stride_one=True)
     if tuple(out.shape) != (m, n):
         raise ValueError(f"out has shape {tuple(out.shape)}, expected (M, N) = {(m, n)}")
@@ -73,11 +69,11 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
             defaults: tune, time in CUDA graphs, cuBLAS where faster).
         pdl: a programmatic dependent launch (kernels/pdl.py; CUDA sm_90+ only).
     """
-    check_args(x, w, config)
+    _check_args(x, w, config)
     n, k = w.shape
     m = math.prod(x.shape[:-1])
     if out is not None:
-        check_out(out, m, n, x)
+        _check_out(out, m, n, x)
     if config is None:
         config = config_for(m, n, k, w, tuning or DEFAULT_TUNING)
         if config is None:  # the tuning found cuBLAS faster at this shape

@@ -126,20 +126,6 @@ def config_for(m: int, n: int, k: int, w: torch.Tensor,
     return cfg
 
 
-def unsplit_config_for(m: int, n: int, k: int, w: torch.Tensor,
-                       tuning: GemvTuning = DEFAULT_TUNING) -> GemvConfig:
-    """The fastest unsplit Triton config of the key, for a kernel whose epilogue needs whole
-    dot products (gemv_swiglu): `config_for`'s choice when it is one; where that is cuBLAS
-    or split-K, the fastest unsplit candidate the tuning timed; untimed, the default."""
-    cfg = config_for(m, n, k, w, tuning)
-    if cfg is not None and cfg.split_k == 1:
-        return cfg
-    unsplit = {str(c): c for c in candidates(m, n, k) if c.split_k == 1}
-    times = TUNE_LOG.get(key_of(m, n, k, w, tuning), {})
-    timed = sorted((us, name) for name, us in times.items() if name in unsplit and us == us)
-    return unsplit[timed[0][1]] if timed else default_config(m, n, k)
-
-
 def tune(x: torch.Tensor, w: torch.Tensor, *, rep_ms: int = 20,
          tuning: GemvTuning = DEFAULT_TUNING) -> GemvConfig:
     """Time every candidate and cuBLAS on x (M, K) and w (N, K) (in CUDA graphs if

@@ -18,7 +18,7 @@ from reference.generate import generate
 from reference.loaders import random_dflash, random_target
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False, fused_swiglu=False,
+DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,
                 deferred_residual=True, draft_kernels=True, unsplit_width=0,
                 fused_merge=False, compile_dynamic=False, pdl=True, compiled_prefill=False,
                 fused_commit=False, gemv_tune=True, gemv_tune_graph=True,

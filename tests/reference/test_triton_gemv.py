@@ -16,11 +16,11 @@ from workbench.numerics import assert_close
 
 
 def _run(seed: int, gemv: bool, bs: int = 2, t: int = 3, fused: bool = False,
-         gate_up: bool = False, swiglu: bool = False):
+         gate_up: bool = False):
     x, w, cos_sin, attn, loc, pools = _inputs(seed, bs, t)
     k_pool, v_pool = pools[0].clone(), pools[1].clone()
     out = decoder_layer(x, w, cos_sin, attn, loc, k_pool, v_pool, NH, 1e-6, fused_qk=fused,
-                        triton_gemv=gemv, gemv_gate_up=gate_up, fused_swiglu=swiglu)
+                        triton_gemv=gemv, gemv_gate_up=gate_up)
     return out, k_pool, v_pool
 
 
@@ -74,28 +74,6 @@ def test_with_fused_qk_too(monkeypatch):
     assert len(calls) == 3
     for name, g, w in zip(("out", "k_pool", "v_pool"), got, _run(3, False, fused=True)):
         assert_close(g, w, kind="reduction", name=name)
-
-
-@pytest.mark.parametrize("seed,bs,t", [(5, 1, 1), (6, 2, 3)])
-def test_fused_swiglu_inside_decoder_layer(seed, bs, t, monkeypatch):
-    """fused_swiglu: gate_up and the activation as one kernel call (interpreter) with the
-    gate_up weight, the other projections as before; fp32, within the reduction table of
-    the unfused layer. Past GEMV_MAX_ROWS rows the layer keeps its matmuls, bit-equal."""
-    from kernels.gemv import swiglu
-
-    calls = _spy(monkeypatch)
-    real = swiglu.gemv_swiglu
-    monkeypatch.setattr(swiglu, "gemv_swiglu",
-                        lambda x, w, **kw: calls.append(("swiglu", *w.shape)) or real(x, w, **kw))
-    got = _run(seed, True, bs, t, swiglu=True)
-    many = _run(seed, True, 2, 9, swiglu=True)
-    monkeypatch.undo()
-    assert calls == [((NH + 2 * NKV) * D, H), (H, NH * D), ("swiglu", 2 * INTER, H),
-                     (H, INTER)]
-    for name, g, w in zip(("out", "k_pool", "v_pool"), got, _run(seed, False, bs, t)):
-        assert_close(g, w, kind="reduction", name=name)
-    for g, w in zip(many, _run(seed, False, 2, 9)):
-        assert torch.equal(g, w)
 
 
 def test_more_than_max_rows_stays_on_the_matmul(monkeypatch):
@@ -173,30 +151,3 @@ def test_cuda_engine_with_pdl_gives_the_same_tokens(tiny_dir, drafter_dir):
                         max_new_tokens=24).tokens
         outs.append((plain, spec))
     assert outs[0] == outs[1]
-
-
-@pytest.mark.slow
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_cuda_engine_with_fused_swiglu_is_lossless(tiny_dir, drafter_dir, monkeypatch, dtype):
-    """EngineOptions.fused_swiglu on CUDA (graphs), the kernel seen running: fp32 gives the
-    greedy tokens of the unfused path; in both dtypes DFlash gives plain decoding's."""
-    from kernels.gemv import swiglu
-    from reference.generate import generate
-    from reference.loaders import load_dflash, load_target
-
-    g = torch.Generator().manual_seed(3)
-    prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (4, 10, 2, 7)]
-    calls, real = [], swiglu.gemv_swiglu
-    monkeypatch.setattr(swiglu, "gemv_swiglu", lambda *a, **kw: calls.append(1) or real(*a, **kw))
-    on = load_target(tiny_dir, device="cuda", dtype=dtype,
-                     options=EngineOptions(fused_swiglu=True))
-    plain = generate(on, prompts, max_new_tokens=32).tokens
-    assert calls
-    if dtype == torch.float32:
-        off = load_target(tiny_dir, device="cuda", dtype=dtype)
-        assert generate(off, prompts, max_new_tokens=32).tokens == plain
-    for block in (4, 16):
-        spec = generate(on, prompts, proposer=load_dflash(drafter_dir, on, block_size=block),
-                        max_new_tokens=32)
-        assert spec.tokens == plain
