@@ -1,11 +1,14 @@
-"""`python -m reference.bench_phases`: each device phase of a batch-1 DFlash round, and the AR
-step, replayed alone from its CUDA graph: what the phase costs and which kernels make it.
+"""`python -m reference.bench_phases`: each device phase of a DFlash round (batch 1 unless
+--batch-size), and the AR step, replayed alone from its CUDA graph: what the phase costs and
+which kernels make it.
 
 reference.bench splits a round's wall time into draft, verify, accept, inject and host. This
 script opens the device phases. One AR run and one DFlash run (the oracle proposer at tau
 with DFlash's own drafter work, as in reference.bench) capture the engine's graphs; every
 `GraphCache.run` call is recorded with its inputs, and the last call of each phase (decode,
-draft, verify, inject) is then replayed alone, `--reps` times back to back. Per phase:
+draft, verify, inject) at the full batch is then replayed alone, `--reps` times back to
+back (requests finish at ragged rounds, so a batch's last calls run smaller buckets). Per
+phase:
 
 - device time per replay: CUDA events around the replays (on the CPU: wall time of the eager
   calls, for a smoke run);
@@ -19,6 +22,7 @@ A replay writes only the KV slots its recorded call wrote, which belong to a fin
 request by then; nothing decodes after the replays.
 
     python -m reference.bench_phases --out phases.json          # Qwen3-8B shapes, H200
+    python -m reference.bench_phases --batch-size 16 --out p16.json  # a bs-16 round
     python -m reference.bench_phases --device cpu --preset tiny  # a smoke run
     python -m reference.bench_phases --deferred-residual --out p.json  # EngineOptions flags
 """
@@ -57,7 +61,9 @@ def weight_bytes(target: Target, drafter) -> dict[str, int]:
 
 
 class Recorder:
-    """Wraps a GraphCache's `run`: keeps the last call of each key kind (key[0]) and replays
+    """Wraps a GraphCache's `run`: keeps the last call of each key kind (key[0]) among those
+    with the most input elements (the full batch: a padded bucket's inputs are smaller) and
+    replays
     it alone. On CUDA the captured graph replays on its static inputs, which hold that call's
     inputs, so recording adds no work to the measured run; without graphs (the CPU) the
     call's inputs are kept as copies and the function runs again. A run nested in another's
@@ -70,12 +76,14 @@ class Recorder:
     def _run(self, key, fn: Callable, *inputs: torch.Tensor):
         if self.graphs.capturing:  # nested: part of the outer call's graph, not a phase
             return self.inner(key, fn, *inputs)
-        kept = None if self.graphs.enabled else tuple(t.clone() for t in inputs)
-        self.calls[key[0]] = (key, fn, kept, self.graphs.full_key(key, inputs))
+        size = sum(t.numel() for t in inputs)
+        if size >= self.calls.get(key[0], (0,))[0]:
+            kept = None if self.graphs.enabled else tuple(t.clone() for t in inputs)
+            self.calls[key[0]] = (size, key, fn, kept, self.graphs.full_key(key, inputs))
         return self.inner(key, fn, *inputs)
 
     def replay(self, kind: str) -> None:
-        key, fn, inputs, full_key = self.calls[kind]
+        _, key, fn, inputs, full_key = self.calls[kind]
         with torch.inference_mode():  # the graphs' static inputs are inference tensors
             if inputs is None:
                 self.graphs.replay_last(full_key)
@@ -128,24 +136,25 @@ def top_kernels(replay: Callable[[], None], reps: int, cuda: bool, rows: int) ->
             for name, count, us in events[:rows]]
 
 
-def measure(target: Target, prompt: list[int], new_tokens: int, tau: float, block_size: int,
-            preset: str, reps: int, profile_reps: int, rows: int) -> dict:
-    """Capture AR and DFlash graphs at batch 1, then time and profile each phase alone."""
+def measure(target: Target, prompts: list[list[int]], new_tokens: int, tau: float,
+            block_size: int, preset: str, reps: int, profile_reps: int, rows: int) -> dict:
+    """Capture AR and DFlash graphs at batch len(prompts), then time and profile each phase
+    alone."""
     cuda = target.device.type == "cuda"
     drafter = build(MethodSpec.of("dflash", random=preset, block_size=block_size), target)
     setup = build(MethodSpec.of("oracle", block_size=block_size, shadow=True), target,
-                  BuildContext(streams=[[0]], drafter=drafter))
+                  BuildContext(streams=[[0]] * len(prompts), drafter=drafter))
     # the first call sizes the pool (draft layers, full context) for every later call
-    generate(target, [prompt], proposer=setup, max_new_tokens=new_tokens)
-    ar = generate(target, [prompt], max_new_tokens=new_tokens)
-    context = BuildContext([prompt], new_tokens, ar.tokens, drafter)
+    generate(target, prompts, proposer=setup, max_new_tokens=new_tokens)
+    ar = generate(target, prompts, max_new_tokens=new_tokens)
+    context = BuildContext(prompts, new_tokens, ar.tokens, drafter)
     oracle = f"oracle:tau={tau},block_size={block_size},shadow=true"
-    generate(target, [prompt], proposer=build(oracle, target, context),
+    generate(target, prompts, proposer=build(oracle, target, context),
              max_new_tokens=new_tokens)
     recorder = Recorder(target.runtime.graphs)
     try:
-        generate(target, [prompt], max_new_tokens=4)
-        spec = generate(target, [prompt], proposer=build(oracle, target, context),
+        generate(target, prompts, max_new_tokens=4)
+        spec = generate(target, prompts, proposer=build(oracle, target, context),
                         max_new_tokens=new_tokens)
         missing = [p for p in PHASES if p not in recorder.calls]
         if missing:
@@ -200,6 +209,7 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="qwen3-8b")
     p.add_argument("--prompt-len", type=int, default=512)
+    p.add_argument("--batch-size", type=int, default=1, help="requests per round")
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--tau", type=float, default=6.5)
@@ -214,14 +224,14 @@ def main(argv=None) -> dict:
     cuda = args.device == "cuda"
     cfg = preset_config(args.preset)
     dtype = torch.bfloat16 if cuda else torch.float32
-    prompt = torch.randint(0, cfg.vocab_size, (args.prompt_len,),
-                           generator=torch.Generator().manual_seed(0)).tolist()
+    prompts = torch.randint(0, cfg.vocab_size, (args.batch_size, args.prompt_len),
+                            generator=torch.Generator().manual_seed(0)).tolist()
     state = random_state_dict(cfg, device=args.device, dtype=dtype)
     target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
                            options=opts)
     if cuda:
         target.enable_compile()
-    measured = measure(target, prompt, args.new_tokens, args.tau, args.block_size,
+    measured = measure(target, prompts, args.new_tokens, args.tau, args.block_size,
                        args.preset, args.reps, args.profile_reps, args.rows)
     result = stamp(args=vars(args), engine_options=opts.asdict(), **measured)
     if cuda:

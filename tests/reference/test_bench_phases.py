@@ -54,7 +54,7 @@ def test_weight_bytes_follow_the_qwen3_shapes(tiny):
 def test_phases_are_recorded_timed_and_profiled(tiny):
     target, _ = tiny
     prompt = list(range(3, 19))
-    r = measure(target, prompt, new_tokens=20, tau=3.0, block_size=8, preset="tiny", reps=2,
+    r = measure(target, [prompt], new_tokens=20, tau=3.0, block_size=8, preset="tiny", reps=2,
                 profile_reps=1, rows=3)
     assert list(r["phases"]) == list(PHASES)
     for phase in r["phases"].values():
@@ -82,7 +82,8 @@ def test_replays_write_only_the_slots_of_their_recorded_calls(tiny):
             recorder.replay(kind)
     finally:
         recorder.close()
-    written = torch.cat([inputs[2].reshape(-1) for _, _, inputs, _ in recorder.calls.values()])
+    written = torch.cat([inputs[2].reshape(-1)
+                         for _, _, _, inputs, _ in recorder.calls.values()])
     others = torch.ones(pool.k.shape[1], dtype=torch.bool)  # (layers, slots, nkv, D)
     others[written] = False
     after = (pool.k, pool.v, pool.draft_k, pool.draft_v)
@@ -90,6 +91,37 @@ def test_replays_write_only_the_slots_of_their_recorded_calls(tiny):
     for a, b in zip(before, after):
         assert torch.equal(a[:, others], b[:, others])
     assert any(not torch.equal(a, b) for a, b in zip(before, after))  # the replays ran
+
+
+def test_a_batch_records_the_last_call_at_its_full_size(tiny):
+    """Three requests at tau 3 finish at ragged rounds, so each phase's last calls run fewer
+    rows; the recorder keeps the last call of the largest input size seen for each kind
+    (sizes seen by a spy installed under it)."""
+    target, drafter = tiny
+    prompts = [list(range(3, 15)), list(range(20, 29)), list(range(40, 46))]
+    ar = generate(target, prompts, max_new_tokens=30)
+    context = BuildContext(prompts, 30, ar.tokens, drafter)
+    oracle = "oracle:tau=3.0,block_size=8,shadow=true"
+    generate(target, prompts, proposer=build(oracle, target, context), max_new_tokens=30)
+    graphs = target.runtime.graphs  # the pool (and its graphs) sized for DFlash above
+    seen, inner = [], graphs.run
+
+    def spy(key, fn, *inputs):
+        seen.append((key[0], sum(t.numel() for t in inputs), key))
+        return inner(key, fn, *inputs)
+
+    graphs.run = spy
+    recorder = Recorder(graphs)
+    try:
+        generate(target, prompts, proposer=build(oracle, target, context), max_new_tokens=30)
+    finally:
+        recorder.close()
+        graphs.run = inner
+    for kind in ("draft", "verify"):
+        sizes = [size for k, size, _ in seen if k == kind]
+        assert max(sizes) > sizes[-1]  # the batch shrank before the run ended
+        last_full = [key for k, size, key in seen if k == kind and size == max(sizes)][-1]
+        assert recorder.calls[kind][0] == max(sizes) and recorder.calls[kind][1] == last_full
 
 
 def test_a_phase_faster_than_its_weights_stream_is_a_timing_bug():
