@@ -22,8 +22,10 @@ tokens), in one run:
 (kernels.paged_attention.kernel.TALL_TILE: BLOCK_M x num_warps for launches of more than 64
 query rows per KV head, which only the trees' verify has here), against the same chain.
 `--profile` adds the top kernels of the batch-1 AR step, chain verify and N = 64 tree
-verify forwards. Prints a
-table and writes `--out` JSON. On the CPU (`--device cpu --preset tiny`) it is a smoke run.
+verify forwards. The engine option flags (common/engine_options.py, e.g. `--fused-merge`)
+set the target's options for every row; `--early-loads` runs every row with the attention
+kernel's EARLY_LOADS key loop. Prints a table and writes `--out` JSON. On the CPU
+(`--device cpu --preset tiny`) it is a smoke run.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from common import engine_options
 from common.stamps import stamp
 from kernels.paged_attention import kernel as attention
 from reference.cuda_graphs import GraphCache
@@ -148,15 +151,25 @@ def main(argv=None) -> None:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--tall-tiles", default="", help="e.g. 128x8,256x8 (BLOCK_M x warps)")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--early-loads", action="store_true",
+                   help="the attention kernel's EARLY_LOADS key loop in every row")
     p.add_argument("--out", default=None)
+    engine_options.add_arguments(p)
     a = p.parse_args(argv)
+    opts = engine_options.from_args(a)
+    with attention.forced(early_loads=a.early_loads):
+        _run(a, opts)
+
+
+def _run(a: argparse.Namespace, opts: engine_options.EngineOptions) -> None:
     budgets = [int(x) for x in a.budgets.split(",")]
     tiles = [None] + [tuple(int(v) for v in t.split("x")) for t in a.tall_tiles.split(",") if t]
     ratios = tree_ratios(budgets)
     bench = Bench(a.preset, device=a.device, blocks=[16], context_len=a.context + 160,
                   max_requests=max(int(x) for x in a.batch_sizes.split(",")), reps=a.reps,
-                  budget_s=1e9, compile_layers=a.device == "cuda")
-    result = {**stamp(), "args": vars(a), "ratios": ratios, "rows": []}
+                  budget_s=1e9, compile_layers=a.device == "cuda", options=opts)
+    result = {**stamp(), "args": vars(a), "engine_options": opts.asdict(), "ratios": ratios,
+              "rows": []}
     print(f"{'bs':>3} {'what':>16} {'fwd ms':>8} {'x AR':>6} {'x B16':>6} {'round ms':>9} "
           f"{'tau':>5} {'tok/s':>8} {'x chain':>7} {'ops':>5}")
     for bs in (int(x) for x in a.batch_sizes.split(",")):
@@ -166,12 +179,12 @@ def main(argv=None) -> None:
             cases = [("chain", None, None, chain_fwd, a.tau)]
             for tile in tiles:  # a graph keeps the tile it was captured with
                 name = "" if tile is None else f" {tile[0]}x{tile[1]}"
-                with attention.forced(tall_tile=tile):
+                with attention.forced(tall_tile=tile, early_loads=a.early_loads):
                     cases += [(f"N={n}{name}", n, tile, _forward(bench, rows, n, a.context, n),
                                a.tau * ratios[n]) for n in budgets]
             chain_tok_s = None
             for what, n, tile, fwd, tau in cases:
-                with attention.forced(tall_tile=tile):
+                with attention.forced(tall_tile=tile, early_loads=a.early_loads):
                     rnd, ops = _round(bench, rows, a.context, n, GraphCache(bench.dev))
                 tok_s = bs * tau / rnd
                 chain_tok_s = chain_tok_s or tok_s

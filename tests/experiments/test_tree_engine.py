@@ -1,0 +1,31 @@
+"""experiments.tree_engine on the CPU (tiny preset): the engine option flags reach the
+measured target and the record, and --early-loads holds for every measured forward and
+round, the tall-tile rows included (their `forced` blocks must not reset it)."""
+
+from __future__ import annotations
+
+import json
+
+import experiments.tree_engine as tree_engine
+from kernels.paged_attention import kernel as attention
+
+
+def test_flags_reach_every_row_and_the_record(tmp_path, monkeypatch):
+    seen = []
+    for name in ("_forward", "_round"):
+        real = getattr(tree_engine, name)
+
+        def spy(*args, real=real, **kwargs):
+            seen.append(attention.EARLY_LOADS)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(tree_engine, name, spy)
+    out = tmp_path / "tree.json"
+    tree_engine.main(["--device", "cpu", "--preset", "tiny", "--batch-sizes", "1",
+                      "--budgets", "16", "--reps", "1", "--context", "32", "--tall-tiles",
+                      "128x8", "--fused-merge", "--early-loads", "--out", str(out)])
+    r = json.loads(out.read_text())
+    assert r["engine_options"]["fused_merge"] is True and r["args"]["early_loads"] is True
+    assert [row["what"] for row in r["rows"]] == ["chain", "N=16", "N=16 128x8"]
+    assert len(seen) == 2 + 2 + 3 and all(seen)  # AR, chain, 2 trees; 3 rounds
+    assert attention.EARLY_LOADS is False  # restored after the run
