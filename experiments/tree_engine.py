@@ -24,8 +24,9 @@ query rows per KV head, which only the trees' verify has here), against the same
 `--profile` adds the top kernels of the batch-1 AR step, chain verify and N = 64 tree
 verify forwards. The engine option flags (common/engine_options.py, e.g. `--fused-merge`)
 set the target's options for every row; `--early-loads` runs every row with the attention
-kernel's EARLY_LOADS key loop. Prints a table and writes `--out` JSON. On the CPU
-(`--device cpu --preset tiny`) it is a smoke run.
+kernel's EARLY_LOADS key loop (without it, the kernel's shape rule: the chain, not trees).
+Prints a table and writes `--out` JSON. On the CPU (`--device cpu --preset tiny`) it is a
+smoke run.
 """
 
 from __future__ import annotations
@@ -152,12 +153,13 @@ def main(argv=None) -> None:
     p.add_argument("--tall-tiles", default="", help="e.g. 128x8,256x8 (BLOCK_M x warps)")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--early-loads", action="store_true",
-                   help="the attention kernel's EARLY_LOADS key loop in every row")
+                   help="the attention kernel's EARLY_LOADS key loop in every row "
+                   "(default: its shape rule)")
     p.add_argument("--out", default=None)
     engine_options.add_arguments(p)
     a = p.parse_args(argv)
     opts = engine_options.from_args(a)
-    with attention.forced(early_loads=a.early_loads):
+    with attention.forced(early_loads=True if a.early_loads else None):
         _run(a, opts)
 
 
@@ -179,12 +181,12 @@ def _run(a: argparse.Namespace, opts: engine_options.EngineOptions) -> None:
             cases = [("chain", None, None, chain_fwd, a.tau)]
             for tile in tiles:  # a graph keeps the tile it was captured with
                 name = "" if tile is None else f" {tile[0]}x{tile[1]}"
-                with attention.forced(tall_tile=tile, early_loads=a.early_loads):
+                with attention.forced(tall_tile=tile, early_loads=a.early_loads or None):
                     cases += [(f"N={n}{name}", n, tile, _forward(bench, rows, n, a.context, n),
                                a.tau * ratios[n]) for n in budgets]
             chain_tok_s = None
             for what, n, tile, fwd, tau in cases:
-                with attention.forced(tall_tile=tile, early_loads=a.early_loads):
+                with attention.forced(tall_tile=tile, early_loads=a.early_loads or None):
                     rnd, ops = _round(bench, rows, a.context, n, GraphCache(bench.dev))
                 tok_s = bs * tau / rnd
                 chain_tok_s = chain_tok_s or tok_s

@@ -57,18 +57,30 @@ KEY_TILE: int | None = None
 """BLOCK_N, the keys a program takes per loop step (a power of two >= 16). None: 32 at
 D > 64, else 64. A batch-1 decode walks each split's keys in a few dependent steps, so
 fewer, wider steps may hide more latency (kernels/paged_attention/bench.py key_tile_rows)."""
-EARLY_LOADS = False
+EARLY_LOADS: bool | None = None
 """Issue each key step's V load with its K load, and load the next step's slots from the
 table during this step, so a step waits on one global load instead of three in a row
 (table, K, then V after the scores). The same arithmetic in the same order (bitwise the same
-output); off until kernels/paged_attention/bench.py early_load_rows measures it faster."""
+output). None: the shape rule `uses_early_loads`; True / False: every launch."""
+EARLY_MAX_ROWS = 64  # query rows per KV head up to which the rule issues the loads early
+
+
+def uses_early_loads(rows: int) -> bool:
+    """Whether a launch of `rows` query rows per KV head (T * nh / nkv) takes the early
+    loads: EARLY_LOADS when set, else rows <= EARLY_MAX_ROWS, one 64-row query tile (a
+    decode step, a verify block of up to 16 tokens at 4 query heads per KV head). On an H200
+    (kernels/paged_attention/bench.py early_load_rows, Qwen3-8B heads, CUDA-graph replays)
+    they took 0.3 us off a bs-1 decode, 1.2 us off a bs-1 16-token verify and 4.6 us off a
+    bs-16 one, and added 2.1 us to a 64-node tree verify (256 rows), so taller launches (trees,
+    prefill) keep the plain loop. A shape rule: safe under CUDA graphs."""
+    return EARLY_LOADS if EARLY_LOADS is not None else rows <= EARLY_MAX_ROWS
 
 
 @contextlib.contextmanager
 def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = None,
-           key_tile: int | None = None, early_loads: bool = False):
+           key_tile: int | None = None, early_loads: bool | None = None):
     """FORCE_SPLITS, TALL_TILE, KEY_TILE and EARLY_LOADS set for a block (tests, benches,
-    sweeps), then restored."""
+    sweeps), then restored. None leaves each to its rule (early_loads: the shape rule)."""
     global FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS
     saved = FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS
     FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS = splits, tall_tile, key_tile, early_loads
@@ -295,7 +307,7 @@ def paged_attention(
         G=group, D=d, CAUSAL=causal, WINDOWED=window is not None, TREE=tree is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
-        FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=EARLY_LOADS,
+        FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=uses_early_loads(t * group),
         num_warps=warps, num_stages=2, **launch_pdl,
     )
     if splits > 1 and not fused:

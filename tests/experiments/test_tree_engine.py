@@ -28,4 +28,4 @@ def test_flags_reach_every_row_and_the_record(tmp_path, monkeypatch):
     assert r["engine_options"]["fused_merge"] is True and r["args"]["early_loads"] is True
     assert [row["what"] for row in r["rows"]] == ["chain", "N=16", "N=16 128x8"]
     assert len(seen) == 2 + 2 + 3 and all(seen)  # AR, chain, 2 trees; 3 rounds
-    assert attention.EARLY_LOADS is False  # restored after the run
+    assert attention.EARLY_LOADS is None  # the rule again after the run

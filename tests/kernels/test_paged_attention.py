@@ -43,11 +43,41 @@ def test_paged_attention_matches_ref(case, dtype, splits, key_tile, early):
 def test_early_loads_change_no_bit(case, splits):
     """EARLY_LOADS moves loads, not arithmetic: the output is bitwise the plain loop's."""
     args, kw = case.args(torch.float32 if DEVICE == "cpu" else torch.bfloat16, DEVICE)
-    with kernel.forced(splits=splits):
+    with kernel.forced(splits=splits, early_loads=False):
         want = paged_attention(*args, **kw)
     with kernel.forced(splits=splits, early_loads=True):
         got = paged_attention(*args, **kw)
     assert torch.equal(got, want)
+
+
+def test_early_loads_rule_takes_launches_of_one_query_tile(monkeypatch):
+    """EARLY_LOADS None (the default): the kernel is launched with EARLY for at most 64
+    query rows per KV head (T * nh / nkv), the plain loop above; True / False force it."""
+    seen = []
+    real = kernel._paged_attention_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                seen.append(kw["EARLY"])
+                return real[grid](*args, **kw)
+            return launch
+
+    monkeypatch.setattr(kernel, "_paged_attention_kernel", Spy())
+    g = torch.Generator().manual_seed(0)
+    nh, nkv, d = 8, 2, 16  # 4 query heads per KV head
+    k_pool, v_pool = (torch.randn(40, nkv, d, generator=g).to(DEVICE) for _ in range(2))
+    table = torch.arange(40, device=DEVICE).view(1, 40)
+    for t in (1, 16, 17):
+        q = torch.randn(1, t, nh, d, generator=g).to(DEVICE)
+        pos = torch.arange(20, 20 + t, device=DEVICE).view(1, t)
+        lens = torch.tensor([20 + t], device=DEVICE)
+        rows = torch.zeros(1, dtype=torch.long, device=DEVICE)
+        paged_attention(q, k_pool, v_pool, table, rows, pos, lens, causal=True)
+        for forced in (False, True):
+            with kernel.forced(early_loads=forced):
+                paged_attention(q, k_pool, v_pool, table, rows, pos, lens, causal=True)
+    assert seen == [True, False, True, True, False, True, False, False, True]
 
 
 @given(case=attention_cases())
