@@ -602,6 +602,14 @@ MUTATIONS = [
         tests=["tests/kernels/test_gemv.py", "tests/kernels/test_gemv_split_k.py"],
         why="a K chunk's mask lets one column past its end (K's edge, or the next split's)",
     ),
+    dict(
+        name="attn-early-loads-rule-strict",
+        file="kernels/paged_attention/kernel.py",
+        original="return EARLY_LOADS if EARLY_LOADS is not None else rows <= EARLY_MAX_ROWS",
+        replacement="return EARLY_LOADS if EARLY_LOADS is not None else rows < EARLY_MAX_ROWS",
+        tests=["tests/kernels/test_paged_attention.py"],
+        why="a 16-token verify block (64 query rows per KV head) loses the early loads",
+    ),
     # the fused merge's memory ordering, read from its compiled PTX (no GPU needed)
     dict(
         name="merge-relaxed-counter",
