@@ -25,6 +25,9 @@ def test_bench_rows_split_sync_and_overlap_rounds(capsys):
             assert all(v >= 0 for v in split.values()) and split["verify"] > 0
         assert sum(row["split_ms"].values()) == pytest.approx(row["round_ms"], rel=0.02)
         assert row["round_ms_lookahead"] > 0
+        # the rate of the leading full-batch rounds (its arithmetic: the test above)
+        for key in ("dflash_full_batch_tok_s", "dflash_lookahead_full_batch_tok_s"):
+            assert row[key] > 0
         # sync rounds: the batch runs exactly until its slowest request's last round
         assert row["request_rounds_mean"] <= row["request_rounds_max"] == row["rounds"]
         # on the CPU the device runs inside the host's enqueue: the two clocks agree
@@ -33,6 +36,28 @@ def test_bench_rows_split_sync_and_overlap_rounds(capsys):
             assert set(enqueue) == PHASES - {"host"}
             for phase, ms in enqueue.items():
                 assert ms == pytest.approx(split[phase], rel=0.05, abs=0.01)
+
+
+def test_full_batch_rate_counts_the_rounds_every_request_is_live():
+    """Two requests of 3 and 4 rounds, walls 1, 1, 1, 0.5 s: the first 3 rounds have both
+    live, committing 3 + 4 + 5 and 2 + 2 + 2 tokens, 18 in 3 s. A round launched after a
+    request's end (overlap) counts its time but no tokens: live counts 2, 2, 2, 2, 1 with
+    4 s over the first four rounds and the same 18 + 6 tokens of the longer request."""
+    from types import SimpleNamespace
+
+    from reference.bench import full_batch_tok_s
+
+    sync = SimpleNamespace(stats={"round_times": [[2, 1.0, 0.5], [2, 1.0, 0.5], [2, 1.0, 0.5],
+                                                  [1, 0.5, 0.2]]},
+                           accept_lengths=[[3, 4, 5], [2, 2, 2, 6]])
+    assert full_batch_tok_s(sync, 2) == pytest.approx(18 / 3)
+    ahead = SimpleNamespace(stats={"round_times": [[2, 1.0], [2, 1.0], [2, 1.0], [2, 1.0],
+                                                   [1, 0.5]]},
+                            accept_lengths=[[3, 4, 5], [2, 2, 2, 6, 1]])
+    assert full_batch_tok_s(ahead, 2) == pytest.approx(24 / 4)
+    one = SimpleNamespace(stats={"round_times": [[1, 0.25]] * 4},
+                          accept_lengths=[[2, 3, 1, 4]])
+    assert full_batch_tok_s(one, 1) == pytest.approx(10 / 1.0)
 
 
 def test_warm_ups_meet_every_graph_bucket_of_the_timed_runs(monkeypatch, capsys):
