@@ -159,12 +159,13 @@ def main(argv=None) -> None:
     engine_options.add_arguments(p)
     a = p.parse_args(argv)
     opts = engine_options.from_args(a)
-    with attention.forced(early_loads=True if a.early_loads else None):
+    with attention.forced(early_loads=a.early_loads or None):  # None: the kernel's rule
         _run(a, opts)
 
 
 def _run(a: argparse.Namespace, opts: engine_options.EngineOptions) -> None:
     budgets = [int(x) for x in a.budgets.split(",")]
+    early = a.early_loads or None  # each `forced` block below sets every switch it holds
     tiles = [None] + [tuple(int(v) for v in t.split("x")) for t in a.tall_tiles.split(",") if t]
     ratios = tree_ratios(budgets)
     bench = Bench(a.preset, device=a.device, blocks=[16], context_len=a.context + 160,
@@ -181,12 +182,12 @@ def _run(a: argparse.Namespace, opts: engine_options.EngineOptions) -> None:
             cases = [("chain", None, None, chain_fwd, a.tau)]
             for tile in tiles:  # a graph keeps the tile it was captured with
                 name = "" if tile is None else f" {tile[0]}x{tile[1]}"
-                with attention.forced(tall_tile=tile, early_loads=a.early_loads or None):
+                with attention.forced(tall_tile=tile, early_loads=early):
                     cases += [(f"N={n}{name}", n, tile, _forward(bench, rows, n, a.context, n),
                                a.tau * ratios[n]) for n in budgets]
             chain_tok_s = None
             for what, n, tile, fwd, tau in cases:
-                with attention.forced(tall_tile=tile, early_loads=a.early_loads or None):
+                with attention.forced(tall_tile=tile, early_loads=early):
                     rnd, ops = _round(bench, rows, a.context, n, GraphCache(bench.dev))
                 tok_s = bs * tau / rnd
                 chain_tok_s = chain_tok_s or tok_s

@@ -10,8 +10,9 @@ efficiency = time inside the draft and verify forwards / round wall time, speedu
 over the engine's own AR at the same batch, and the per-round time split. A batch decodes
 until its slowest request ends, so its last rounds run with requests already done; the
 full-batch tok/s (`full_batch_tok_s`) is the rate of the leading rounds in which every
-request is live, what a server that refills its slots would approach without prefills. Batch-1 AR is
-compared with the 263 tok/s bound of streaming the weights at the measured 4.30 TB/s.
+request is live, what a server that refills its slots would approach without prefills.
+Batch-1 AR is compared with the 263 tok/s bound of streaming the weights at the measured
+4.30 TB/s.
 Prints a table, then one JSON line; --out writes the JSON too.
 
 The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.

@@ -63,11 +63,10 @@ def weight_bytes(target: Target, drafter) -> dict[str, int]:
 class Recorder:
     """Wraps a GraphCache's `run`: keeps the last call of each key kind (key[0]) among those
     with the most input elements (the full batch: a padded bucket's inputs are smaller) and
-    replays
-    it alone. On CUDA the captured graph replays on its static inputs, which hold that call's
-    inputs, so recording adds no work to the measured run; without graphs (the CPU) the
-    call's inputs are kept as copies and the function runs again. A run nested in another's
-    capture is part of that graph and is not recorded."""
+    replays it alone. On CUDA the captured graph replays on its static inputs, which hold
+    that call's inputs, so recording adds no work to the measured run; without graphs (the
+    CPU) the call's inputs are kept as copies and the function runs again. A run nested in
+    another's capture is part of that graph and is not recorded."""
 
     def __init__(self, graphs):
         self.graphs, self.inner, self.calls = graphs, graphs.run, {}
