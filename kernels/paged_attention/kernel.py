@@ -63,6 +63,9 @@ table during this step, so a step waits on one global load instead of three in a
 (table, K, then V after the scores). The same arithmetic in the same order (bitwise the same
 output). None: the shape rule `uses_early_loads`; True / False: every launch."""
 EARLY_MAX_ROWS = 64  # query rows per KV head up to which the rule issues the loads early
+LOOP_STAGES: int | None = None
+"""Triton's software-pipeline depth for the launch (num_stages: the key loop's loads issued
+that many steps ahead into shared memory). None: 2."""
 
 
 def uses_early_loads(rows: int) -> bool:
@@ -78,16 +81,19 @@ def uses_early_loads(rows: int) -> bool:
 
 @contextlib.contextmanager
 def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = None,
-           key_tile: int | None = None, early_loads: bool | None = None):
-    """FORCE_SPLITS, TALL_TILE, KEY_TILE and EARLY_LOADS set for a block (tests, benches,
-    sweeps), then restored. None leaves each to its rule (early_loads: the shape rule)."""
-    global FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS
-    saved = FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS
-    FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS = splits, tall_tile, key_tile, early_loads
+           key_tile: int | None = None, early_loads: bool | None = None,
+           stages: int | None = None):
+    """FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS and LOOP_STAGES set for a block (tests,
+    benches, sweeps), then restored. None leaves each to its rule (early_loads: the shape
+    rule)."""
+    global FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES
+    saved = FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES
+    FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES = (splits, tall_tile, key_tile,
+                                                                    early_loads, stages)
     try:
         yield
     finally:
-        FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS = saved
+        FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES = saved
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -308,7 +314,7 @@ def paged_attention(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=uses_early_loads(t * group),
-        num_warps=warps, num_stages=2, **launch_pdl,
+        num_warps=warps, num_stages=LOOP_STAGES or 2, **launch_pdl,
     )
     if splits > 1 and not fused:
         per, merge = merge_launch(t * group, block_d, splits)

@@ -1,0 +1,82 @@
+"""Key-loop schedule sweep of `paged_attention` on the engine's launch shapes (CUDA only).
+
+    python -m kernels.paged_attention.sweep [--out PATH]
+
+Qwen3-8B heads (nh 32, nkv 8, D 128, bf16), a table of width 832, keys at random pool slots:
+bs-1 and bs-16 decode (768 keys), bs-1 and bs-16 16-token verify (528 keys) and a bs-1
+64-node tree verify after 512 context keys (path-shaped ancestor mask). Each launch shape
+runs every (LOOP_STAGES, EARLY_LOADS, KEY_TILE) and, for the tree, the query tiles of
+TALL_TILE, as CUDA-graph replays of the kernel and its merge, against the kernel's default
+launch; a row also checks that its output is within 2e-2 of the default's. The question it
+answers: the key loop is bound by its dependent gathered loads (table slot, then K, then V),
+so how much does Triton's software pipelining (loads issued `stages - 1` steps ahead) or the
+early-load loop take off each shape?
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+import torch
+
+from common.stamps import stamp
+from kernels.paged_attention import kernel
+from kernels.paged_attention.bench import DEVICE, make_inputs
+from kernels.timing import graph_us
+
+SHAPES = (("decode", 1, 1, 768), ("decode", 16, 1, 768), ("verify", 1, 16, 528),
+          ("verify", 16, 16, 528), ("tree", 1, 64, 576))
+STAGES, EARLY, KEY_TILES = (1, 2, 3, 4), (False, True), (32, 64)
+TREE_TILES = (None, (16, 4), (32, 4))  # TALL_TILE (BLOCK_M, warps); None: 64-row tiles
+
+
+def launch(name: str, bs: int, t: int, kv_len: int, width: int = 832):
+    """The zero-argument call of one launch shape."""
+    args, kw = make_inputs(bs, t, kv_len=kv_len, width=width)
+    if name == "tree":
+        kw["tree_mask"] = torch.ones(t, t, device=DEVICE, dtype=torch.bool).tril()[None]
+    return lambda: kernel.paged_attention(*args, **kw)
+
+
+def sweep() -> list[dict]:
+    """One row per (shape, schedule): us p50 of the schedule and of the default launch."""
+    rows = []
+    for name, bs, t, kv_len in SHAPES:
+        call = launch(name, bs, t, kv_len)
+        with kernel.forced():
+            base, want = graph_us(call).p50, call().float()
+        tiles = TREE_TILES if name == "tree" else (None,)
+        for tile, stages, early, key_tile in itertools.product(tiles, STAGES, EARLY, KEY_TILES):
+            with kernel.forced(tall_tile=tile, stages=stages, early_loads=early,
+                               key_tile=key_tile):
+                err = (call().float() - want).abs().max().item()
+                us = graph_us(call).p50
+            row = dict(shape=f"{name} bs={bs} T={t} kv={kv_len}", tile=tile, stages=stages,
+                       early=early, key_tile=key_tile, us=us, default_us=base,
+                       speedup=base / us, ok=err < 2e-2)
+            rows.append(row)
+            print(f"{row['shape']:<28} tile={str(tile):<8} stages={stages} early={early:d} "
+                  f"keys={key_tile:<3} {us:7.2f} us (default {base:6.2f}) "
+                  f"x{base / us:5.2f} {'ok' if row['ok'] else 'DIFFERS'}", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    rows = sweep()
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        best = min((r for r in rows if r["shape"] == shape and r["ok"]), key=lambda r: r["us"])
+        print(f"best {shape}: {best['us']:.2f} us (default {best['default_us']:.2f}): "
+              f"tile={best['tile']} stages={best['stages']} early={best['early']} "
+              f"keys={best['key_tile']}")
+    if a.out:
+        Path(a.out).write_text(json.dumps({**stamp(), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
