@@ -19,7 +19,7 @@ tokens), in one run:
   and compacting it adds, each op a few microseconds of a graph replay.
 
 `--tall-tiles 128x8,...` repeats the tree rows with the attention's taller query tiles
-(kernels.paged_attention.kernel.TALL_TILE: BLOCK_M x num_warps for launches of more than 64
+(kernels.paged_attention.rules.TALL_TILE: BLOCK_M x num_warps for launches of more than 64
 query rows per KV head, which only the trees' verify has here), against the same chain.
 `--profile` adds the top kernels of the batch-1 AR step, chain verify and N = 64 tree
 verify forwards. The engine option flags (common/engine_options.py, e.g. `--fused-merge`)
@@ -39,7 +39,7 @@ import torch
 
 from common import engine_options
 from common.stamps import stamp
-from kernels.paged_attention import kernel as attention
+from kernels.paged_attention import rules
 from reference.cuda_graphs import GraphCache
 from reference.engine import DecodeBatch, Engine, Runtime
 from reference.methods import MethodSpec, build
@@ -159,7 +159,7 @@ def main(argv=None) -> None:
     engine_options.add_arguments(p)
     a = p.parse_args(argv)
     opts = engine_options.from_args(a)
-    with attention.forced(early_loads=a.early_loads or None):  # None: the kernel's rule
+    with rules.forced(early_loads=a.early_loads or None):  # None: the kernel's rule
         _run(a, opts)
 
 
@@ -182,12 +182,12 @@ def _run(a: argparse.Namespace, opts: engine_options.EngineOptions) -> None:
             cases = [("chain", None, None, chain_fwd, a.tau)]
             for tile in tiles:  # a graph keeps the tile it was captured with
                 name = "" if tile is None else f" {tile[0]}x{tile[1]}"
-                with attention.forced(tall_tile=tile, early_loads=early):
+                with rules.forced(tall_tile=tile, early_loads=early):
                     cases += [(f"N={n}{name}", n, tile, _forward(bench, rows, n, a.context, n),
                                a.tau * ratios[n]) for n in budgets]
             chain_tok_s = None
             for what, n, tile, fwd, tau in cases:
-                with attention.forced(tall_tile=tile, early_loads=early):
+                with rules.forced(tall_tile=tile, early_loads=early):
                     rnd, ops = _round(bench, rows, a.context, n, GraphCache(bench.dev))
                 tok_s = bs * tau / rnd
                 chain_tok_s = chain_tok_s or tok_s

@@ -44,10 +44,6 @@ def _check_args(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None) -> 
         if config.dot and config.block_n < 16:
             raise ValueError(f"config.block_n must be >= 16 with dot, got {config.block_n}")
         check_int("config.split_k", config.split_k, minimum=1)
-        b = config.block_m
-        if b and (not config.dot or b < 16 or b & (b - 1)):
-            raise ValueError("config.block_m must be 0 or, with dot, a power of two >= 16; "
-                             f"got {b} (dot={config.dot})")
     check_runnable("x", x)
 
 

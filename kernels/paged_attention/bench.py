@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 
 from kernels.compare import close, merge
-from kernels.paged_attention import kernel
+from kernels.paged_attention import rules
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
 from kernels.timing import Row, bench_us, graph_us
@@ -146,7 +146,7 @@ def fused_merge_rows() -> list[Row]:
             two = graph_us(_bs1(kv_len, width, fused_merge=False)[0])
             call, nbytes = _bs1(kv_len, width, fused_merge=True)
             fused = graph_us(call)
-            splits = kernel.num_splits(NKV, width, 32)
+            splits = rules.num_splits(NKV, width, 32)
             rows.append(Row("paged_attention fused merge", f"bs=1 T=1 kv={kv_len} W={width} "
                             f"({splits} splits) fused vs two-launch (graph us)", "bfloat16",
                             fused, two, nbytes, {"splits": splits}, "fused faster",
@@ -159,13 +159,13 @@ def split_rows(width: int = 832) -> list[Row]:
     against `num_splits`' choice as `oracle` (two launches, merge included): is the rule's
     floor of 4 key chunks per split the fastest at short contexts?"""
     rows = []
-    chosen = kernel.num_splits(NKV, width, 32)
+    chosen = rules.num_splits(NKV, width, 32)
     for kv_len in (512, 768):
         call, nbytes = _bs1(kv_len, width)
-        with kernel.forced():
+        with rules.forced():
             base = graph_us(call)
         for splits in (2, 4, 16, 32):
-            with kernel.forced(splits=splits):
+            with rules.forced(splits=splits):
                 forced = graph_us(call)
             rows.append(Row("paged_attention splits", f"bs=1 T=1 kv={kv_len} W={width} "
                             f"{splits} vs {chosen} splits (graph us)", "bfloat16", forced,
@@ -178,14 +178,14 @@ def key_tile_rows(width: int = 832, kv_len: int = 768) -> list[Row]:
     """bs 1 decode: each (keys per step, splits) as `kernel` against the default launch as
     `oracle` (two launches, merge included), with its output within 2e-2 of the default's."""
     call, nbytes = _bs1(kv_len, width)
-    with kernel.forced():
+    with rules.forced():
         base = graph_us(call)
         want = call()
-    chosen = kernel.num_splits(NKV, width, 32)
+    chosen = rules.num_splits(NKV, width, 32)
     rows = []
     for key_tile in (32, 64, 128):
         for splits in (4, 8, 16):
-            with kernel.forced(splits=splits, key_tile=key_tile):
+            with rules.forced(splits=splits, key_tile=key_tile):
                 out = call()
                 got = graph_us(call)
             ok = (out.float() - want.float()).abs().max().item() < 2e-2
@@ -203,24 +203,25 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
     for the mask loads): each forced split count, two-launch and fused, as `kernel` against
     `num_splits`' choice with the merge launch as `oracle`; then taller query tiles (BLOCK_M
     128 and 256 of the T*G = 256 rows, so each KV head's keys are read by 2 or 1 programs per
-    split instead of 4) at num_splits' choice and 2-16 splits, two-launch; and 64 or 128 keys
-    per loop step (KEY_TILE) at 64-row tiles, 4 and 8 splits."""
+    split instead of 16) at num_splits' choice and 2-16 splits, two-launch; and 64 or 128
+    keys per loop step (KEY_TILE) at the tree rule's 16-row tiles, 4 and 8 splits."""
     args, kw = make_inputs(1, nodes, kv_len=context + nodes, width=width)
     mask = torch.ones(nodes, nodes, device=DEVICE, dtype=torch.bool).tril()[None]
     nbytes = (context + nodes) * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
-    chosen = kernel.num_splits(NKV * 4, width, 32)  # 4 query tiles of 64 rows at T*G = 256
+    tiles = 4 * nodes // rules.TREE_TILE[0]  # T*G = 4 * nodes rows in the tree rule's tiles
+    chosen = rules.num_splits(NKV * tiles, width, 32)
 
     def call(fused: bool):
         return lambda: paged_attention(*args, **kw, tree_mask=mask, fused_merge=fused)
 
-    with kernel.forced():
+    with rules.forced():
         base = graph_us(call(False))
     rows = []
     for splits in (1, 2, 4, 8, 16):
         for fused in (False, True):
             if splits == 1 and fused:
                 continue
-            with kernel.forced(splits=splits):
+            with rules.forced(splits=splits):
                 got = graph_us(call(fused))
             how = "fused" if fused else "two-launch"
             rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "
@@ -231,7 +232,7 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
     want = paged_attention(*args, **kw, tree_mask=mask)  # the default tile and splits
     for block_m, warps in ((128, 4), (128, 8), (256, 8)):
         for splits in (None, 2, 4, 8, 16):  # None: num_splits' choice for the taller tiles
-            with kernel.forced(splits=splits, tall_tile=(block_m, warps)):
+            with rules.forced(splits=splits, tall_tile=(block_m, warps)):
                 out = call(False)()
                 got = graph_us(call(False))
             rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "
@@ -244,7 +245,7 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
                             (out.float() - want.float()).abs().max().item() < 2e-2))
     for key_tile in (64, 128):
         for splits in (4, 8):
-            with kernel.forced(splits=splits, key_tile=key_tile):
+            with rules.forced(splits=splits, key_tile=key_tile):
                 out = call(False)()
                 got = graph_us(call(False))
             rows.append(Row("paged_attention tree", f"bs=1 T={nodes} kv={context + nodes} "
@@ -271,9 +272,9 @@ def early_load_rows(width: int = 832) -> list[Row]:
         def call(a=args, k=kw):
             return paged_attention(*a, **k)
 
-        with kernel.forced(early_loads=False):
+        with rules.forced(early_loads=False):
             base, want = graph_us(call), call()
-        with kernel.forced(early_loads=True):
+        with rules.forced(early_loads=True):
             got, out = graph_us(call), call()
         same = torch.equal(out, want)
         rows.append(Row("paged_attention early loads", f"{name} bs={bs} T={t} kv={kv_len} "

@@ -20,12 +20,11 @@ wide table) skips the loads and the acc store, and writes only its m = -1e30, l 
 Two launch switches, off by default (the engine passes them from its EngineOptions):
 `unsplit_max_width` (the short-context rule: a table of width W <= it runs unsplit, no merge
 launch; W is a shape, so the rule is CUDA-graph safe) and `fused_merge` (merge.py).
-Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
+The query and key tiles, the early-load loop and the split count are shape rules in
+rules.py. Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
 """
 
 from __future__ import annotations
-
-import contextlib
 
 import torch
 import triton
@@ -39,6 +38,7 @@ from kernels._checks import (
     check_runnable,
     check_tensor,
 )
+from kernels.paged_attention import rules
 from kernels.paged_attention.merge import (
     _merge_kernel,
     _merge_rows,
@@ -47,53 +47,6 @@ from kernels.paged_attention.merge import (
     merge_launch,
 )
 from kernels.pdl import launch_options, pdl_enter, use_pdl
-
-FORCE_SPLITS: int | None = None  # tests set it to run the split path on tiny shapes
-TALL_TILE: tuple[int, int] | None = None
-"""(BLOCK_M, num_warps) of a launch with more than 64 query rows per KV head (a tree verify,
-a prefill): fewer, taller tiles read each key fewer times. None: 64-row tiles of 4 warps.
-Read at launch, so a CUDA graph keeps the value it was captured with."""
-KEY_TILE: int | None = None
-"""BLOCK_N, the keys a program takes per loop step (a power of two >= 16). None: 32 at
-D > 64, else 64. A batch-1 decode walks each split's keys in a few dependent steps, so
-fewer, wider steps may hide more latency (kernels/paged_attention/bench.py key_tile_rows)."""
-EARLY_LOADS: bool | None = None
-"""Issue each key step's V load with its K load, and load the next step's slots from the
-table during this step, so a step waits on one global load instead of three in a row
-(table, K, then V after the scores). The same arithmetic in the same order (bitwise the same
-output). None: the shape rule `uses_early_loads`; True / False: every launch."""
-EARLY_MAX_ROWS = 64  # query rows per KV head up to which the rule issues the loads early
-LOOP_STAGES: int | None = None
-"""Triton's software-pipeline depth for the launch (num_stages: the key loop's loads issued
-that many steps ahead into shared memory). None: 2."""
-
-
-def uses_early_loads(rows: int) -> bool:
-    """Whether a launch of `rows` query rows per KV head (T * nh / nkv) takes the early
-    loads: EARLY_LOADS when set, else rows <= EARLY_MAX_ROWS, one 64-row query tile (a
-    decode step, a verify block of up to 16 tokens at 4 query heads per KV head). On an H200
-    (kernels/paged_attention/bench.py early_load_rows, Qwen3-8B heads, CUDA-graph replays)
-    they took 0.3 us off a bs-1 decode, 1.2 us off a bs-1 16-token verify and 4.6 us off a
-    bs-16 one, and added 2.1 us to a 64-node tree verify (256 rows), so taller launches (trees,
-    prefill) keep the plain loop. A shape rule: safe under CUDA graphs."""
-    return EARLY_LOADS if EARLY_LOADS is not None else rows <= EARLY_MAX_ROWS
-
-
-@contextlib.contextmanager
-def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = None,
-           key_tile: int | None = None, early_loads: bool | None = None,
-           stages: int | None = None):
-    """FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS and LOOP_STAGES set for a block (tests,
-    benches, sweeps), then restored. None leaves each to its rule (early_loads: the shape
-    rule)."""
-    global FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES
-    saved = FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES
-    FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES = (splits, tall_tile, key_tile,
-                                                                    early_loads, stages)
-    try:
-        yield
-    finally:
-        FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES = saved
 
 
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
@@ -211,17 +164,6 @@ def _paged_attention_kernel(
                  out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
 
 
-def num_splits(programs: int, width: int, block_n: int, unsplit_max_width: int = 0) -> int:
-    """Key-range splits so a small batch still fills the GPU: ~2 programs per SM (132 on an
-    H200), at least 4 key chunks per split; a power of two, 1 for large batches. A table
-    width W <= unsplit_max_width runs unsplit (the short-context rule; 0 turns it off)."""
-    if width <= unsplit_max_width:
-        return 1
-    want = max(1, 264 // max(programs, 1))
-    most = max(1, width // (4 * block_n))
-    return min(triton.next_power_of_2(want), triton.next_power_of_2(most), 64)
-
-
 def paged_attention(
     q: torch.Tensor,
     k_pool: torch.Tensor,
@@ -279,15 +221,14 @@ def paged_attention(
     out = torch.empty_like(q)
     nkv = k_pool.shape[1]
     group = nh // nkv
-    block_m, warps = min(64, max(16, triton.next_power_of_2(t * group))), 4
-    if TALL_TILE is not None and t * group > 64:
-        block_m, warps = TALL_TILE
+    block_m, warps = rules.query_tile(t * group, tree is not None)
     block_d = max(16, triton.next_power_of_2(d))
-    block_n = KEY_TILE or (64 if block_d <= 64 else 32)
+    early = rules.uses_early_loads(t * group)
     if bs == 0 or t == 0:
         return out
     tiles = triton.cdiv(t * group, block_m)
-    splits = FORCE_SPLITS or num_splits(bs * nkv * tiles, table.shape[1], block_n,
+    block_n = rules.key_tile(block_d, early, bs * nkv * tiles)
+    splits = rules.FORCE_SPLITS or rules.num_splits(bs * nkv * tiles, table.shape[1], block_n,
                                         unsplit_max_width)
     acc = ml = cnt = out  # unused placeholders unless split (cnt: unless fused too)
     fused = splits > 1 and bool(fused_merge)
@@ -313,8 +254,8 @@ def paged_attention(
         G=group, D=d, CAUSAL=causal, WINDOWED=window is not None, TREE=tree is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
-        FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=uses_early_loads(t * group),
-        num_warps=warps, num_stages=LOOP_STAGES or 2, **launch_pdl,
+        FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=early,
+        num_warps=warps, num_stages=rules.LOOP_STAGES or 2, **launch_pdl,
     )
     if splits > 1 and not fused:
         per, merge = merge_launch(t * group, block_d, splits)

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from common.stamps import stamp
-from kernels.paged_attention import kernel
+from kernels.paged_attention import kernel, rules
 from kernels.paged_attention.bench import DEVICE, make_inputs
 from kernels.timing import graph_us
 
@@ -46,11 +46,11 @@ def sweep() -> list[dict]:
     rows = []
     for name, bs, t, kv_len in SHAPES:
         call = launch(name, bs, t, kv_len)
-        with kernel.forced():
+        with rules.forced():
             base, want = graph_us(call).p50, call().float()
         tiles = TREE_TILES if name == "tree" else (None,)
         for tile, stages, early, key_tile in itertools.product(tiles, STAGES, EARLY, KEY_TILES):
-            with kernel.forced(tall_tile=tile, stages=stages, early_loads=early,
+            with rules.forced(tall_tile=tile, stages=stages, early_loads=early,
                                key_tile=key_tile):
                 err = (call().float() - want).abs().max().item()
                 us = graph_us(call).p50

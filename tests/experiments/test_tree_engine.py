@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import experiments.tree_engine as tree_engine
-from kernels.paged_attention import kernel as attention
+from kernels.paged_attention import rules
 
 
 def test_flags_reach_every_row_and_the_record(tmp_path, monkeypatch):
@@ -16,7 +16,7 @@ def test_flags_reach_every_row_and_the_record(tmp_path, monkeypatch):
         real = getattr(tree_engine, name)
 
         def spy(*args, real=real, **kwargs):
-            seen.append(attention.EARLY_LOADS)
+            seen.append(rules.EARLY_LOADS)
             return real(*args, **kwargs)
 
         monkeypatch.setattr(tree_engine, name, spy)
@@ -28,4 +28,4 @@ def test_flags_reach_every_row_and_the_record(tmp_path, monkeypatch):
     assert r["engine_options"]["fused_merge"] is True and r["args"]["early_loads"] is True
     assert [row["what"] for row in r["rows"]] == ["chain", "N=16", "N=16 128x8"]
     assert len(seen) == 2 + 2 + 3 and all(seen)  # AR, chain, 2 trees; 3 rounds
-    assert attention.EARLY_LOADS is None  # the rule again after the run
+    assert rules.EARLY_LOADS is None  # the rule again after the run

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from kernels import kv_materialize, kv_materialize_ref
-from kernels.paged_attention import kernel, merge
+from kernels.paged_attention import merge, rules
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
 from workbench.numerics import assert_adjacent, assert_close, assert_two_x, row_rms
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _splits(args, splits: int, fused: bool) -> torch.Tensor:
-    with kernel.forced(splits=splits):
+    with rules.forced(splits=splits):
         return paged_attention(*args, causal=True, fused_merge=fused)
 
 

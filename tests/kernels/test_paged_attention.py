@@ -4,7 +4,7 @@ import pytest
 import torch
 from hypothesis import given
 
-from kernels.paged_attention import kernel
+from kernels.paged_attention import kernel, rules
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
 from tests.strategies import attention_cases
@@ -23,7 +23,7 @@ def test_paged_attention_matches_ref(case, dtype, splits, key_tile, early):
     """Also with the key range split over 3 programs and merged (flash-decoding), over 2
     programs that take 64 keys a step, and over 3 with the early K/V and slot loads."""
     args, kw = case.args(dtype, DEVICE)
-    with kernel.forced(splits=splits, key_tile=key_tile, early_loads=early):
+    with rules.forced(splits=splits, key_tile=key_tile, early_loads=early):
         got = paged_attention(*args, **kw)
     fp32_args, _ = case.args(dtype, DEVICE)
     want = paged_attention_ref(*(a.float() if a.is_floating_point() else a for a in fp32_args),
@@ -43,9 +43,9 @@ def test_paged_attention_matches_ref(case, dtype, splits, key_tile, early):
 def test_early_loads_change_no_bit(case, splits):
     """EARLY_LOADS moves loads, not arithmetic: the output is bitwise the plain loop's."""
     args, kw = case.args(torch.float32 if DEVICE == "cpu" else torch.bfloat16, DEVICE)
-    with kernel.forced(splits=splits, early_loads=False):
+    with rules.forced(splits=splits, early_loads=False):
         want = paged_attention(*args, **kw)
-    with kernel.forced(splits=splits, early_loads=True):
+    with rules.forced(splits=splits, early_loads=True):
         got = paged_attention(*args, **kw)
     assert torch.equal(got, want)
 
@@ -75,7 +75,7 @@ def test_early_loads_rule_takes_launches_of_one_query_tile(monkeypatch):
         rows = torch.zeros(1, dtype=torch.long, device=DEVICE)
         paged_attention(q, k_pool, v_pool, table, rows, pos, lens, causal=True)
         for forced in (False, True):
-            with kernel.forced(early_loads=forced):
+            with rules.forced(early_loads=forced):
                 paged_attention(q, k_pool, v_pool, table, rows, pos, lens, causal=True)
     assert seen == [True, False, True, True, False, True, False, False, True]
 

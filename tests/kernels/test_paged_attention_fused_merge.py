@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernels.paged_attention import kernel, merge
+from kernels.paged_attention import kernel, merge, rules
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
 from tests.strategies import attention_cases
@@ -21,7 +21,7 @@ DTYPES = [torch.float32] if DEVICE == "cpu" else [torch.float32, torch.bfloat16]
 
 
 def _run(args, kw, *, splits: int | None, fused: bool) -> torch.Tensor:
-    with kernel.forced(splits=splits):
+    with rules.forced(splits=splits):
         return paged_attention(*args, **kw, fused_merge=fused)
 
 

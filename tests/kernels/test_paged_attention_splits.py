@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernels.paged_attention import kernel
+from kernels.paged_attention import kernel, rules
 from kernels.paged_attention.ref import paged_attention_ref
 from tests.kernels.launches import record_launches
 from workbench.numerics import assert_close
@@ -20,9 +20,9 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 @given(programs=st.integers(1, 2048), width=st.integers(1, 65536),
        block_n=st.sampled_from([32, 64]), threshold=st.integers(0, 70000))
 def test_rule_only_unsplits_widths_up_to_its_threshold(programs, width, block_n, threshold):
-    off = kernel.num_splits(programs, width, block_n)
-    on = kernel.num_splits(programs, width, block_n, threshold)
-    assert off == kernel.num_splits(programs, width, block_n, 0)  # 0 is off
+    off = rules.num_splits(programs, width, block_n)
+    on = rules.num_splits(programs, width, block_n, threshold)
+    assert off == rules.num_splits(programs, width, block_n, 0)  # 0 is off
     assert on == (1 if width <= threshold else off)
     assert off >= 1 and off & (off - 1) == 0 and off <= 64
 
@@ -30,11 +30,11 @@ def test_rule_only_unsplits_widths_up_to_its_threshold(programs, width, block_n,
 def test_qwen3_8b_batch1_decode_splits():
     """bs 1, nkv 8, one M tile, D 128 (BLOCK_N 32): the bench's table (W = 704) splits 8
     ways today, a serving table (W = 32768) 64 ways; the rule at 1024 unsplits only W = 704."""
-    assert kernel.num_splits(8, 704, 32) == 8
-    assert kernel.num_splits(8, 32768, 32) == 64
-    assert kernel.num_splits(8, 704, 32, 1024) == 1
-    assert kernel.num_splits(8, 32768, 32, 1024) == 64
-    assert kernel.num_splits(8 * 64, 704, 32, 0) == 1  # a big batch never splits
+    assert rules.num_splits(8, 704, 32) == 8
+    assert rules.num_splits(8, 32768, 32) == 64
+    assert rules.num_splits(8, 704, 32, 1024) == 1
+    assert rules.num_splits(8, 32768, 32, 1024) == 64
+    assert rules.num_splits(8 * 64, 704, 32, 0) == 1  # a big batch never splits
 
 
 def _decode_case(width: int, kv_len: int, seed: int = 0):
@@ -53,7 +53,7 @@ def test_unsplit_by_rule_equals_split_and_oracle(kv_len, monkeypatch):
     """W = 320 splits 2 ways by the heuristic (4 programs, BLOCK_N 32); with the rule at 512
     the same call runs unsplit (no merge launch). Both match the fp32 oracle."""
     args = _decode_case(320, kv_len)
-    assert kernel.num_splits(2, 320, 32) == 2
+    assert rules.num_splits(2, 320, 32) == 2
     launched = record_launches(monkeypatch, kernel, "_merge_kernel")
     want = paged_attention_ref(*args, causal=True)
     split = kernel.paged_attention(*args, causal=True)

@@ -10,6 +10,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from kernels.paged_attention import kernel as kernel_mod
+from kernels.paged_attention import rules
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref
 from reference.tree import ancestors
@@ -86,7 +87,7 @@ def test_kernel_matches_the_oracle(bs, nodes, width, split, early, seed):
     note(f"{bs=} {nodes=} {width=} {split=} {early=} {seed=}")
     args, mask, _ = _case(bs, nodes, width, seed)
     args = [a.to(DEVICE) for a in args]
-    with kernel_mod.forced(splits=split, early_loads=early):
+    with rules.forced(splits=split, early_loads=early):
         got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
     want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
@@ -104,13 +105,13 @@ def test_bad_tree_mask_names_the_argument(device):
 @pytest.mark.parametrize("tile", [None, (128, 4), (256, 8)])
 def test_tall_tiles_apply_past_64_rows_and_match_the_oracle(tile, monkeypatch):
     """TALL_TILE: a 40-node tree with 2 query heads per KV head (80 rows) runs in one tall
-    tile per head instead of two of 64 rows; a 16-node one (32 rows) keeps its one default
-    tile. Both match the oracle."""
+    tile per head instead of the tree rule's five of 16 rows; a 16-node one (32 rows) keeps
+    the rule's two. Both match the oracle."""
     launched = record_launches(monkeypatch, kernel_mod, "_paged_attention_kernel")
-    for nodes, tiles in ((40, 2 if tile is None else 1), (16, 1)):
+    for nodes, tiles in ((40, 5 if tile is None else 1), (16, 2)):
         args, mask, _ = _case(2, nodes, 60, seed=nodes)
         args = [a.to(DEVICE) for a in args]
-        with kernel_mod.forced(tall_tile=tile):
+        with rules.forced(tall_tile=tile):
             got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
         assert launched[-1] == (2, 2, tiles)  # (bs, nkv, tiles * splits), one split here
         want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))

@@ -604,11 +604,27 @@ MUTATIONS = [
     ),
     dict(
         name="attn-early-loads-rule-strict",
-        file="kernels/paged_attention/kernel.py",
+        file="kernels/paged_attention/rules.py",
         original="return EARLY_LOADS if EARLY_LOADS is not None else rows <= EARLY_MAX_ROWS",
         replacement="return EARLY_LOADS if EARLY_LOADS is not None else rows < EARLY_MAX_ROWS",
         tests=["tests/kernels/test_paged_attention.py"],
         why="a 16-token verify block (64 query rows per KV head) loses the early loads",
+    ),
+    dict(
+        name="attn-tree-tile-rule-off",
+        file="kernels/paged_attention/rules.py",
+        original="        return TREE_TILE",
+        replacement="        return min(64, max(16, triton.next_power_of_2(rows))), 4",
+        tests=["tests/kernels/test_paged_attention_rules.py"],
+        why="a tree verify goes back to 64-row query tiles",
+    ),
+    dict(
+        name="attn-wide-keys-rule-strict",
+        file="kernels/paged_attention/rules.py",
+        original="return 64 if early and programs >= WIDE_KEYS_PROGRAMS else 32",
+        replacement="return 64 if early and programs > WIDE_KEYS_PROGRAMS else 32",
+        tests=["tests/kernels/test_paged_attention_rules.py"],
+        why="a bs-16 decode (128 programs) loses its 64-key steps",
     ),
     # the fused merge's memory ordering, read from its compiled PTX (no GPU needed)
     dict(
