@@ -32,7 +32,7 @@ from kernels.timing import graph_us
 SHAPES = (("decode", 1, 1, 768), ("decode", 16, 1, 768), ("verify", 1, 16, 528),
           ("verify", 16, 16, 528), ("tree", 1, 64, 576))
 STAGES, EARLY, KEY_TILES = (1, 2, 3, 4), (False, True), (32, 64)
-TREE_TILES = (None, (16, 4), (32, 4))  # TALL_TILE (BLOCK_M, warps); None: 64-row tiles
+TREE_TILES = ((64, 4), (32, 4), (16, 4), (16, 2))  # TALL_TILE (BLOCK_M, warps)
 
 
 def launch(name: str, bs: int, t: int, kv_len: int, width: int = 832):
