@@ -34,9 +34,8 @@ class EngineOptions:
 
     triton_gemv: bool = True
     """The wqkv, wo and down projections of steps of at most ops.GEMV_MAX_ROWS tokens
-    (decode, a batch-1 verify block or tree verify) through the Triton GEMV (kernels/gemv)
-    instead of cuBLAS: decode streams weights, and the tuned GEMV streams them faster (its
-    tuning keeps cuBLAS at the shapes where cuBLAS timed faster)."""
+    (decode, a batch-1 verify block) through the Triton GEMV (kernels/gemv) instead of
+    cuBLAS: decode streams weights, and the tuned GEMV streams them faster."""
 
     triton_gemv_gate_up: bool = False
     """With triton_gemv, gate_up through the Triton GEMV too. Off: cuBLAS already streams

@@ -15,7 +15,7 @@ from kernels import AcceptResult
 __all__ = ["AcceptResult", "accept_bonus", "gemv", "kv_materialize", "paged_attention",
            "prepare_block", "qk_norm_rope_write"]
 
-GEMV_MAX_ROWS = 64  # up to a bs-1 64-node tree verify; the tuner keeps cuBLAS where faster
+GEMV_MAX_ROWS = 16  # decode rows: above this the Triton GEMV streams W once per 16 rows
 
 
 def _use_triton(tensor: torch.Tensor) -> bool:

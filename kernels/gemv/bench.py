@@ -3,8 +3,7 @@
     python -m kernels.bench --ops gemv
 
 Shapes (N, K): wqkv 6144x4096, wo 4096x4096, gate_up 24576x4096, down 4096x12288; rows
-M in {1 (AR decode), 4, 16 (a bs-1 verify block), 32, 64 (a bs-1 64-node tree verify; the
-tuner's `wide_candidates`)}. Each row: the tuned kernel (tune.tune on
+M in {1 (AR decode), 4, 16 (a bs-1 verify block)}. Each row: the tuned kernel (tune.tune on
 these weights; the config is in the shape) against `torch.matmul(x, w.t())` (cuBLAS, the
 `oracle` columns here), both as CUDA-graph replays (graph_us: the decode loop runs in
 graphs) cycling through enough copies of W (>= 3x the 50 MB L2) that every call streams
@@ -29,7 +28,7 @@ from kernels.timing import Row, bench_us
 
 SHAPES = {"wqkv": (6144, 4096), "wo": (4096, 4096), "gate_up": (24576, 4096),
           "down": (4096, 12288)}
-ROWS = (1, 4, 16, 32, 64)
+ROWS = (1, 4, 16)
 DTYPE, DEVICE = torch.bfloat16, "cuda"
 TUNING = tune.GemvTuning()  # graph-timed, cuBLAS may win: the engine's default tuning
 

@@ -44,10 +44,6 @@ def _check_args(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None) -> 
         if config.dot and config.block_n < 16:
             raise ValueError(f"config.block_n must be >= 16 with dot, got {config.block_n}")
         check_int("config.split_k", config.split_k, minimum=1)
-        b = config.block_m
-        if b and (not config.dot or b < 16 or b & (b - 1)):
-            raise ValueError("config.block_m must be 0 or, with dot, a power of two >= 16; "
-                             f"got {b} (dot={config.dot})")
     check_runnable("x", x)
 
 
@@ -63,8 +59,7 @@ def gemv(x: torch.Tensor, w: torch.Tensor, *, config: GemvConfig | None = None,
     """Triton version of `gemv_ref`: x (..., K) @ w (N, K)^T -> (..., N) in x's dtype.
 
     Args:
-        x: (..., K) fp32/fp16/bf16, last dim contiguous; meant for M = x.numel() / K <= 64
-            (decode, verify blocks, a bs-1 tree verify).
+        x: (..., K) fp32/fp16/bf16, last dim contiguous; meant for M = x.numel() / K <= 16.
         w: (N, K), same dtype and device, rows contiguous (an nn.Linear weight).
         config: launch parameters (split_k > 1: the split-K kernel, split_k.py); None:
             `tune.config_for` (tuned on CUDA, default else; cuBLAS where the tuning timed it

@@ -65,7 +65,7 @@ def launch(x: torch.Tensor, w: torch.Tensor, config: GemvConfig,
         return y.view(*lead, n)
     if k == 0:
         return y.zero_().view(*lead, n)
-    pad = m_pad(m, config)
+    pad = m_pad(m, config.dot)
     ieee = w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and w.device.type == "cpu")
     if config.split_k > 1:
         gemv_split_k(x2, w, y, config, pad, ieee)

@@ -24,9 +24,7 @@ import triton.language as tl
 
 class GemvConfig(NamedTuple):
     """Launch parameters: rows of W per program, K chunk, warps, pipeline stages, dot/fma,
-    K slices per N tile (1: the unsplit kernel, launch.py; > 1: split_k.py), rows of x per
-    program (0: `m_pad`'s; a dot config may take more, e.g. all 64 rows of a tree verify,
-    so W streams once instead of once per 16 rows)."""
+    K slices per N tile (1: the unsplit kernel, launch.py; > 1: split_k.py)."""
 
     block_n: int
     block_k: int
@@ -34,16 +32,13 @@ class GemvConfig(NamedTuple):
     num_stages: int
     dot: bool
     split_k: int = 1
-    block_m: int = 0
 
     def __str__(self) -> str:
-        """E.g. "fma n16 k512 w4 s3", "dot n32 k512 w4 s3 sk4", "dot n64 k128 w4 s4 m64"
-        (sk only when split, m only when set)."""
+        """E.g. "fma n16 k512 w4 s3", "dot n32 k512 w4 s3 sk4" (sk only when split)."""
         kind = "dot" if self.dot else "fma"
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
-        rows = f" m{self.block_m}" if self.block_m else ""
         return (f"{kind} n{self.block_n} k{self.block_k} w{self.num_warps} "
-                f"s{self.num_stages}{sk}{rows}")
+                f"s{self.num_stages}{sk}")
 
 
 @triton.jit
@@ -96,12 +91,9 @@ def accumulate(
     return acc
 
 
-def m_pad(m: int, config: GemvConfig) -> int:
-    """Rows of x per program: config.block_m when set; else 16 for tl.dot (its minimum), the
-    next power of two (<= 16) for fma."""
-    if config.block_m:
-        return config.block_m
-    return 16 if config.dot else min(16, triton.next_power_of_2(max(m, 1)))
+def m_pad(m: int, dot: bool) -> int:
+    """Rows of x per program: 16 for tl.dot (its minimum), next power of two (<= 16) else."""
+    return 16 if dot else min(16, triton.next_power_of_2(max(m, 1)))
 
 
 def default_config(m: int, n: int, k: int) -> GemvConfig:

@@ -31,7 +31,6 @@ import warnings
 from collections.abc import Iterable
 
 import torch
-import triton
 
 from common.buckets import cdiv, round_up
 from kernels.gemv.launch import launch
@@ -52,10 +51,6 @@ FMA_CANDIDATES = (  # only for M <= FMA_MAX_ROWS
     GemvConfig(16, 512, 4, 3, False), GemvConfig(16, 256, 4, 4, False),
 )
 FMA_MAX_ROWS = 4
-WIDE_BASES = (  # (block_n, block_k, num_warps, num_stages) of `wide_candidates`, M > 16
-    (32, 128, 4, 4), (32, 256, 4, 3), (64, 128, 4, 4), (128, 64, 4, 4),
-)
-WIDE_SPLIT_BASES = ((32, 128, 4, 4), (64, 128, 4, 4), (64, 64, 4, 4))  # at SPLIT_KS, narrow N
 SPLIT_BASES = (  # (block_n, block_k, num_warps, num_stages, dot), each at split_k SPLIT_KS
     (16, 512, 4, 3, False), (16, 256, 4, 4, False), (32, 256, 4, 3, False),  # M <= 4 only
     (16, 512, 4, 3, True), (32, 512, 4, 3, True), (64, 256, 4, 3, True),
@@ -100,27 +95,9 @@ def split_candidates(m: int, n: int, k: int) -> tuple[GemvConfig, ...]:
     return tuple(out)
 
 
-def wide_candidates(m: int, n: int, k: int) -> tuple[GemvConfig, ...]:
-    """The dot configs at M > 16 rows (a tree verify's 64): one program takes all rows up to
-    64 (block_m), so W streams from HBM once, not once per 16 rows, in N tiles wider than at
-    M <= 16 (each program re-reads its x tile from L2); at narrow N (as `split_candidates`
-    has it) also split-K ones, since 4096 / 32 = 128 N tiles leave a down projection's
-    K = 12288 to one program per tile."""
-    rows = min(64, triton.next_power_of_2(m))
-    out = [GemvConfig(bn, bk, warps, stages, True, 1, rows)
-           for bn, bk, warps, stages in WIDE_BASES]
-    if cdiv(n, 16) < 4 * SMS:
-        out += [GemvConfig(bn, bk, warps, stages, True, sk, rows)
-                for bn, bk, warps, stages in WIDE_SPLIT_BASES for sk in SPLIT_KS
-                if 2 * SMS <= cdiv(n, bn) * sk <= 8 * SMS and k >= sk * bk]
-    return tuple(out)
-
-
 def candidates(m: int, n: int, k: int) -> tuple[GemvConfig, ...]:
-    """Everything `tune` times at (M, N, K): at M <= 16 the unsplit dot (and, M <= 4, fma)
-    configs, then the split-K ones of the shape; above, `wide_candidates`."""
-    if m > 16:
-        return wide_candidates(m, n, k)
+    """Everything `tune` times at (M, N, K): the unsplit dot (and, M <= 4, fma) configs, then
+    the split-K ones of the shape."""
     return (DOT_CANDIDATES + (FMA_CANDIDATES if m <= FMA_MAX_ROWS else ())
             + split_candidates(m, n, k))
 

@@ -27,8 +27,6 @@ SMALL_CONFIGS = (
     GemvConfig(32, 64, 8, 1, True),
     GemvConfig(1, 16, 1, 1, False), GemvConfig(4, 64, 2, 2, False),
     GemvConfig(8, 32, 4, 3, False), GemvConfig(16, 128, 4, 2, False),
-    GemvConfig(16, 32, 4, 2, True, 1, 32), GemvConfig(32, 64, 4, 2, True, 1, 64),
-    GemvConfig(16, 32, 4, 2, True, 3, 64),  # all rows in one program (block_m), split-K too
 )
 UNTUNED = tune.GemvTuning(tune=False)  # timing candidates per drawn shape is the tuner's job
 
@@ -47,7 +45,7 @@ def check_against_oracle(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> N
 
 @st.composite
 def gemv_cases(draw):
-    m = draw(st.one_of(st.sampled_from([1, 16, 40, 64]), sized(0, 20)))
+    m = draw(st.one_of(st.sampled_from([1, 16]), sized(0, 20)))
     n = draw(st.one_of(st.sampled_from([1, 16, 48]), sized(1, 70)))
     k = draw(st.one_of(st.sampled_from([1, 64, 256]), sized(1, 300)))
     dtype = draw(st.sampled_from([torch.float32, torch.bfloat16, torch.float16]))
@@ -126,8 +124,6 @@ BAD = {
     "config type": ("config", dict(config=(16, 32, 4, 2, True))),
     "config block_k": ("config.block_k", dict(config=GemvConfig(16, 48, 4, 2, True))),
     "config dot block_n": ("config.block_n", dict(config=GemvConfig(8, 32, 4, 2, True))),
-    "config fma block_m": ("config.block_m", dict(config=GemvConfig(8, 32, 4, 2, False, 1, 32))),
-    "config block_m": ("config.block_m", dict(config=GemvConfig(16, 32, 4, 2, True, 1, 24))),
     "out shape": ("out", dict(out=torch.zeros(2, 9))),
     "out dtype": ("out", dict(out=torch.zeros(2, 8, dtype=torch.float16))),
 }

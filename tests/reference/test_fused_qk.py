@@ -28,14 +28,12 @@ def _layer(g: torch.Generator) -> LayerWeights:
 def _inputs(seed: int, bs: int = 2, t: int = 3):
     g = torch.Generator().manual_seed(seed)
     prefix = torch.tensor([5, 2])[:bs]
-    width = max(16, 5 + t)  # bs <= 2 requests of up to 5 + t keys
-    slots = max(S, bs * width + 1)
     positions = prefix[:, None] + torch.arange(t)
-    table = torch.randperm(slots - 1, generator=g)[: bs * width].view(bs, width).int() + 1
+    table = torch.randperm(S - 1, generator=g)[: bs * 16].view(bs, 16).int() + 1
     cache_loc = table[torch.arange(bs)[:, None], positions].long().reshape(-1)
     attn = AttentionMeta(table, torch.arange(bs), positions, prefix + t, True, None)
     cos_sin = rope_cache(D, 10000.0, 64, "cpu")[positions]
-    pools = torch.randn(2, slots, NKV, D, generator=g)
+    pools = torch.randn(2, S, NKV, D, generator=g)
     return torch.randn(bs, t, H, generator=g), _layer(g), cos_sin, attn, cache_loc, pools
 
 
