@@ -7,16 +7,6 @@
 # after each step.
 set -u
 dest=$1
-out=$(mktemp -d)
-mkdir -p "$dest"
-export PYTHONUNBUFFERED=1
-step() {  # step NAME SECONDS CMD...: run CMD into NAME.log, then re-pack the results
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name: $*"
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  echo "== $name: exit $?"
-  tar czf "$dest/results.tgz" -C "$out" .
-}
+source benchmarks/steps.sh  # $out, step NAME SECONDS CMD...
 step sweep 300 python -m kernels.paged_attention.sweep --out "$out/sweep.json"
 step gemv 200 python -m kernels.bench --ops gemv --out "$out/gemv.json"

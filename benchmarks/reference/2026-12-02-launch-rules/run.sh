@@ -8,17 +8,7 @@
 # step (the files are written to a scratch folder).
 set -u
 dest=$1
-out=$(mktemp -d)
-mkdir -p "$dest"
-export PYTHONUNBUFFERED=1
-step() {  # step NAME SECONDS CMD...: run CMD into NAME.log, then re-pack the results
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name: $*"
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  echo "== $name: exit $?"
-  tar czf "$dest/results.tgz" -C "$out" .
-}
+source benchmarks/steps.sh  # $out, step NAME SECONDS CMD...
 step tree 120 python -m experiments.tree_engine --batch-sizes 1 --budgets 64 --tall-tiles 64x4 \
   --profile --out "$out/tree.json"
 step bench 190 python -m reference.bench --batch-sizes 1,16 --hf-new-tokens 0 \

@@ -7,17 +7,7 @@
 # output so far, re-packed after each step.
 set -u
 dest=$1
-out=$(mktemp -d)
-mkdir -p "$dest"
-export PYTHONUNBUFFERED=1
-step() {  # step NAME SECONDS CMD...: run CMD into NAME.log, then re-pack the results
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name: $*"
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  echo "== $name: exit $?"
-  tar czf "$dest/results.tgz" -C "$out" .
-}
+source benchmarks/steps.sh  # $out, step NAME SECONDS CMD...
 step tree2 120 python -m experiments.tree_engine --batch-sizes 1 --budgets 64 --tall-tiles 64x4 \
   --profile --out "$out/tree2.json"
 step gemv 110 python -m kernels.bench --ops gemv --out "$out/gemv.json"

@@ -9,17 +9,7 @@
 # re-packed after each step (the files are written to a scratch folder).
 set -u
 dest=$1
-out=$(mktemp -d)
-mkdir -p "$dest"
-export PYTHONUNBUFFERED=1
-step() {  # step NAME SECONDS CMD...: run CMD into NAME.log, then re-pack the results
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name: $*"
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  echo "== $name: exit $?"
-  tar czf "$dest/results.tgz" -C "$out" .
-}
+source benchmarks/steps.sh  # $out, step NAME SECONDS CMD...
 if [ "${2:-}" = tree ]; then
   for v in plain fused-merge early-loads; do
     flag=--$v
