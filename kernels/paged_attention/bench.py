@@ -208,7 +208,7 @@ def tree_rows(width: int = 832, context: int = 512, nodes: int = 64) -> list[Row
     args, kw = make_inputs(1, nodes, kv_len=context + nodes, width=width)
     mask = torch.ones(nodes, nodes, device=DEVICE, dtype=torch.bool).tril()[None]
     nbytes = (context + nodes) * NKV * HEAD_DIM * 2 * 2 + 2 * args[0].numel() * 2
-    tiles = 4 * nodes // rules.TREE_TILE[0]  # T*G = 4 * nodes rows in the tree rule's tiles
+    tiles = NH // NKV * nodes // rules.TREE_TILE[0]  # T*G rows in the tree rule's tiles
     chosen = rules.num_splits(NKV * tiles, width, 32)
 
     def call(fused: bool):

@@ -228,8 +228,7 @@ def paged_attention(
         return out
     tiles = triton.cdiv(t * group, block_m)
     block_n = rules.key_tile(block_d, early, bs * nkv * tiles)
-    splits = rules.FORCE_SPLITS or rules.num_splits(bs * nkv * tiles, table.shape[1], block_n,
-                                        unsplit_max_width)
+    splits = rules.num_splits(bs * nkv * tiles, table.shape[1], block_n, unsplit_max_width)
     acc = ml = cnt = out  # unused placeholders unless split (cnt: unless fused too)
     fused = splits > 1 and bool(fused_merge)
     no_merge = dict(MERGE_M=1, SPLITS_P2=1, SB=1)  # the merge constexprs when it is not here
@@ -255,7 +254,7 @@ def paged_attention(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=early,
-        num_warps=warps, num_stages=rules.LOOP_STAGES or 2, **launch_pdl,
+        num_warps=warps, num_stages=rules.loop_stages(), **launch_pdl,
     )
     if splits > 1 and not fused:
         per, merge = merge_launch(t * group, block_d, splits)

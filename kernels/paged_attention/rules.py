@@ -32,7 +32,7 @@ output). None: the shape rule `uses_early_loads`; True / False: every launch."""
 EARLY_MAX_ROWS = 64  # query rows per KV head up to which the rule issues the loads early
 LOOP_STAGES: int | None = None
 """Triton's software-pipeline depth for the launch (num_stages: the key loop's loads issued
-that many steps ahead into shared memory). None: 2."""
+that many steps ahead into shared memory). None: `loop_stages`' 2."""
 
 
 def query_tile(rows: int, tree: bool) -> tuple[int, int]:
@@ -64,6 +64,12 @@ def key_tile(block_d: int, early: bool, programs: int) -> int:
     return 64 if early and programs >= WIDE_KEYS_PROGRAMS else 32
 
 
+def loop_stages() -> int:
+    """num_stages of the launch: LOOP_STAGES when set, else 2 (sweep.py on an H200: deeper
+    pipelines gained nothing once the early loads were in)."""
+    return LOOP_STAGES or 2
+
+
 def uses_early_loads(rows: int) -> bool:
     """Whether a launch of `rows` query rows per KV head (T * nh / nkv) takes the early
     loads: EARLY_LOADS when set, else rows <= EARLY_MAX_ROWS, one 64-row query tile (a
@@ -93,9 +99,12 @@ def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = Non
 
 
 def num_splits(programs: int, width: int, block_n: int, unsplit_max_width: int = 0) -> int:
-    """Key-range splits so a small batch still fills the GPU: ~2 programs per SM (132 on an
-    H200), at least 4 key chunks per split; a power of two, 1 for large batches. A table
-    width W <= unsplit_max_width runs unsplit (the short-context rule; 0 turns it off)."""
+    """Key-range splits: FORCE_SPLITS when set; else enough that a small batch still fills
+    the GPU: ~2 programs per SM (132 on an H200), at least 4 key chunks per split; a power of
+    two, 1 for large batches. A table width W <= unsplit_max_width runs unsplit (the
+    short-context rule; 0 turns it off)."""
+    if FORCE_SPLITS:
+        return FORCE_SPLITS
     if width <= unsplit_max_width:
         return 1
     want = max(1, 264 // max(programs, 1))

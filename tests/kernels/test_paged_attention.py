@@ -7,6 +7,7 @@ from hypothesis import given
 from kernels.paged_attention import kernel, rules
 from kernels.paged_attention.kernel import paged_attention
 from kernels.paged_attention.ref import paged_attention_ref, paged_attention_sdpa
+from tests.kernels.launches import record_launches
 from tests.strategies import attention_cases
 from workbench.numerics import assert_close, assert_two_x
 
@@ -53,17 +54,7 @@ def test_early_loads_change_no_bit(case, splits):
 def test_early_loads_rule_takes_launches_of_one_query_tile(monkeypatch):
     """EARLY_LOADS None (the default): the kernel is launched with EARLY for at most 64
     query rows per KV head (T * nh / nkv), the plain loop above; True / False force it."""
-    seen = []
-    real = kernel._paged_attention_kernel
-
-    class Spy:
-        def __getitem__(self, grid):
-            def launch(*args, **kw):
-                seen.append(kw["EARLY"])
-                return real[grid](*args, **kw)
-            return launch
-
-    monkeypatch.setattr(kernel, "_paged_attention_kernel", Spy())
+    launched = record_launches(monkeypatch, kernel, "_paged_attention_kernel", with_kwargs=True)
     g = torch.Generator().manual_seed(0)
     nh, nkv, d = 8, 2, 16  # 4 query heads per KV head
     k_pool, v_pool = (torch.randn(40, nkv, d, generator=g).to(DEVICE) for _ in range(2))
@@ -77,6 +68,7 @@ def test_early_loads_rule_takes_launches_of_one_query_tile(monkeypatch):
         for forced in (False, True):
             with rules.forced(early_loads=forced):
                 paged_attention(q, k_pool, v_pool, table, rows, pos, lens, causal=True)
+    seen = [kw["EARLY"] for _, kw in launched]
     assert seen == [True, False, True, True, False, True, False, False, True]
 
 

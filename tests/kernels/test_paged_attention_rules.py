@@ -8,6 +8,7 @@ import torch
 
 from kernels.paged_attention import kernel, rules
 from kernels.paged_attention.kernel import paged_attention
+from tests.kernels.launches import record_launches
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -38,27 +39,6 @@ def test_key_tile_rule():
         assert rules.key_tile(128, True, 8) == 128
 
 
-def _launch_constexprs(monkeypatch) -> list[dict]:
-    """Spy on the attention kernel: each launch's grid and BLOCK_M / BLOCK_N / EARLY, without
-    running it (these tests read the launch, not the output)."""
-    seen = []
-
-    class Spy:
-        def __getitem__(self, grid):
-            def launch(*args, **kw):
-                seen.append(dict(grid=grid, BLOCK_M=kw["BLOCK_M"], BLOCK_N=kw["BLOCK_N"],
-                                 EARLY=kw["EARLY"], warps=kw["num_warps"]))
-            return launch
-
-    class Skip:
-        def __getitem__(self, grid):
-            return lambda *args, **kw: None
-
-    monkeypatch.setattr(kernel, "_paged_attention_kernel", Spy())
-    monkeypatch.setattr(kernel, "_merge_kernel", Skip())
-    return seen
-
-
 def _call(bs: int, t: int, nh: int, nkv: int, d: int, width: int, tree: bool):
     q = torch.zeros(bs, t, nh, d, device=DEVICE)
     pool = torch.zeros(bs * width, nkv, d, device=DEVICE)
@@ -82,8 +62,10 @@ def test_launches_take_the_rules(monkeypatch, bs, t, tree, block_m, block_n, ear
     """The launched constexprs and grid at Qwen3-8B's heads (32 query, 8 KV, D = 128) in a
     table of width 832. Splits by hand: min(next_pow2(264 // programs), next_pow2(832 //
     (4 * BLOCK_N))), e.g. bs-1 decode min(64, 8) = 8, bs-16 decode min(2, 4) = 2."""
-    seen = _launch_constexprs(monkeypatch)
+    launched = record_launches(monkeypatch, kernel, "_paged_attention_kernel",
+                               with_kwargs=True, run=False)
+    record_launches(monkeypatch, kernel, "_merge_kernel", run=False)
     _call(bs, t, 32, 8, 128, 832, tree)
-    first = seen[0]
-    assert (first["BLOCK_M"], first["BLOCK_N"], first["EARLY"]) == (block_m, block_n, early)
-    assert first["grid"] == (bs, 8, z)
+    (grid, kw), = launched
+    assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["EARLY"]) == (block_m, block_n, early)
+    assert grid == (bs, 8, z)
