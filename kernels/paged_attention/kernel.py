@@ -20,9 +20,8 @@ wide table) skips the loads and the acc store, and writes only its m = -1e30, l 
 Two launch switches, off by default (the engine passes them from its EngineOptions):
 `unsplit_max_width` (the short-context rule: a table of width W <= it runs unsplit, no merge
 launch; W is a shape, so the rule is CUDA-graph safe) and `fused_merge` (merge.py).
-The query and key tiles, the warps, the load schedule (plain, early slots, K/V a step
-ahead) and the split count are shape rules in rules.py. Semantics:
-kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
+The query and key tiles, the early-load loop and the split count are shape rules in
+rules.py. Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ def _paged_attention_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
     MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr, PDL: tl.constexpr,
-    EARLY: tl.constexpr, AHEAD: tl.constexpr,
+    EARLY: tl.constexpr,
 ):
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
@@ -103,47 +102,25 @@ def _paged_attention_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     slot_next = tl.zeros([BLOCK_N], tl.int64)
-    k_next = tl.zeros([BLOCK_N, BLOCK_D], k_ptr.dtype.element_ty)
-    v_next = tl.zeros([BLOCK_N, BLOCK_D], v_ptr.dtype.element_ty)
-    if EARLY or AHEAD:  # the first step's slots, before the loop
+    if EARLY:  # the first step's slots, before the loop
         w0 = lo + tl.arange(0, BLOCK_N)
         slot_next = tl.load(table_ptr + req * st_r + w0, mask=w0 < hi, other=0).to(tl.int64)
-    if AHEAD:  # the first step's K and V, and the second step's slots
-        kv_mask = (w0 < hi)[:, None] & d_ok[None, :]
-        k_next = tl.load(k_ptr + slot_next[:, None] * sk_s + h * sk_h + d[None, :],
-                         mask=kv_mask, other=0.0)
-        v_next = tl.load(v_ptr + slot_next[:, None] * sv_s + h * sv_h + d[None, :],
-                         mask=kv_mask, other=0.0)
-        w1 = w0 + BLOCK_N
-        slot_next = tl.load(table_ptr + req * st_r + w1, mask=w1 < hi, other=0).to(tl.int64)
     for start in range(lo, hi, BLOCK_N):
         w = start + tl.arange(0, BLOCK_N)
         w_ok = w < hi
-        if AHEAD:  # this step's K and V arrived during the last; issue the next step's
-            k, v = k_next, v_next
-            wn = w + BLOCK_N
-            kv_mask = (wn < hi)[:, None] & d_ok[None, :]
-            k_next = tl.load(k_ptr + slot_next[:, None] * sk_s + h * sk_h + d[None, :],
-                             mask=kv_mask, other=0.0)
-            v_next = tl.load(v_ptr + slot_next[:, None] * sv_s + h * sv_h + d[None, :],
-                             mask=kv_mask, other=0.0)
-            wnn = wn + BLOCK_N
-            slot_next = tl.load(table_ptr + req * st_r + wnn, mask=wnn < hi,
-                                other=0).to(tl.int64)
+        if EARLY:
+            slot = slot_next
         else:
-            if EARLY:
-                slot = slot_next
-            else:
-                slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
-            kv_mask = w_ok[:, None] & d_ok[None, :]
-            k = tl.load(k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :], mask=kv_mask,
+            slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
+        kv_mask = w_ok[:, None] & d_ok[None, :]
+        k = tl.load(k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :], mask=kv_mask,
+                    other=0.0)
+        if EARLY:
+            v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
                         other=0.0)
-            if EARLY:
-                v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :],
-                            mask=kv_mask, other=0.0)
-                wn = w + BLOCK_N
-                slot_next = tl.load(table_ptr + req * st_r + wn, mask=wn < hi,
-                                    other=0).to(tl.int64)
+            wn = w + BLOCK_N
+            slot_next = tl.load(table_ptr + req * st_r + wn, mask=wn < hi,
+                                other=0).to(tl.int64)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * sm_scale
         allowed = row_ok[:, None] & w_ok[None, :]
         if CAUSAL:
@@ -159,7 +136,7 @@ def _paged_attention_kernel(
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m_i - m_new)
-        if not (EARLY or AHEAD):
+        if not EARLY:
             v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
                         other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
@@ -247,11 +224,10 @@ def paged_attention(
     block_m, warps = rules.query_tile(t * group, tree is not None)
     block_d = max(16, triton.next_power_of_2(d))
     early = rules.uses_early_loads(t * group)
-    ahead = rules.uses_prefetch(t * group)
     if bs == 0 or t == 0:
         return out
     tiles = triton.cdiv(t * group, block_m)
-    block_n = rules.key_tile(block_d, early or ahead, bs * nkv * tiles)
+    block_n = rules.key_tile(block_d, early, bs * nkv * tiles)
     splits = rules.num_splits(bs * nkv * tiles, table.shape[1], block_n, unsplit_max_width)
     acc = ml = cnt = out  # unused placeholders unless split (cnt: unless fused too)
     fused = splits > 1 and bool(fused_merge)
@@ -278,7 +254,6 @@ def paged_attention(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=early,
-        AHEAD=ahead,
         num_warps=warps, num_stages=rules.loop_stages(), **launch_pdl,
     )
     if splits > 1 and not fused:

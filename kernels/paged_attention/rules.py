@@ -1,4 +1,4 @@
-"""Launch rules of `paged_attention` (kernel.py): tiles, warps, load schedule, splits.
+"""Launch rules of `paged_attention` (kernel.py): query tile, key tile, early loads, splits.
 
 Each rule maps a launch's shapes (never its data) to a constexpr or grid choice, so a CUDA
 graph replays what it captured. The module-level switches override a rule for tests,
@@ -30,14 +30,6 @@ table during this step, so a step waits on one global load instead of three in a
 (table, K, then V after the scores). The same arithmetic in the same order (bitwise the same
 output). None: the shape rule `uses_early_loads`; True / False: every launch."""
 EARLY_MAX_ROWS = 64  # query rows per KV head up to which the rule issues the loads early
-PREFETCH: bool | None = None
-"""Load each key step's K and V one step ahead, during the step before (and its slots two
-steps ahead), so a step's products never wait on a global load once the loop runs: the
-loads of step i + 1 fly while step i computes. The same arithmetic in the same order
-(bitwise the same output), two more K/V tiles held in registers. None: the shape rule
-`uses_prefetch`; True / False: every launch."""
-WARPS: int | None = None
-"""num_warps of every launch, for sweeps. None: `query_tile`'s."""
 LOOP_STAGES: int | None = None
 """Triton's software-pipeline depth for the launch (num_stages: the key loop's loads issued
 that many steps ahead into shared memory). None: `loop_stages`' 2."""
@@ -50,14 +42,12 @@ def query_tile(rows: int, tree: bool) -> tuple[int, int]:
     by more of them, from L2) finish sooner; else one tile of up to 64 rows (a decode step's
     4 rows in a 16-row tile). On an H200 (sweep.py: bs 1, a 64-node tree after 512 keys,
     CUDA-graph replays with the merge) 16-row tiles took 21.2 us against 26.6 for 64-row
-    ones, and 32-row tiles sat between. WARPS, when set, replaces the warp count."""
+    ones, and 32-row tiles sat between."""
     if TALL_TILE is not None and rows > 64:
-        block_m, warps = TALL_TILE
-    elif tree:
-        block_m, warps = TREE_TILE
-    else:
-        block_m, warps = min(64, max(16, triton.next_power_of_2(rows))), 4
-    return block_m, WARPS or warps
+        return TALL_TILE
+    if tree:
+        return TREE_TILE
+    return min(64, max(16, triton.next_power_of_2(rows))), 4
 
 
 def key_tile(block_d: int, early: bool, programs: int) -> int:
@@ -91,28 +81,21 @@ def uses_early_loads(rows: int) -> bool:
     return EARLY_LOADS if EARLY_LOADS is not None else rows <= EARLY_MAX_ROWS
 
 
-def uses_prefetch(rows: int) -> bool:
-    """Whether a launch of `rows` query rows per KV head loads K and V a step ahead:
-    PREFETCH when set, else never (the rule until a sweep on the H200 says where it pays)."""
-    del rows
-    return bool(PREFETCH)
-
-
 @contextlib.contextmanager
 def forced(*, splits: int | None = None, tall_tile: tuple[int, int] | None = None,
            key_tile: int | None = None, early_loads: bool | None = None,
-           stages: int | None = None, prefetch: bool | None = None,
-           warps: int | None = None):
-    """FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES, PREFETCH and WARPS set
-    for a block (tests, benches, sweeps), then restored. None leaves each to its rule."""
-    global FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES, PREFETCH, WARPS
-    saved = FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES, PREFETCH, WARPS
-    (FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES, PREFETCH,
-     WARPS) = splits, tall_tile, key_tile, early_loads, stages, prefetch, warps
+           stages: int | None = None):
+    """FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS and LOOP_STAGES set for a block (tests,
+    benches, sweeps), then restored. None leaves each to its rule (early_loads: the shape
+    rule)."""
+    global FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES
+    saved = FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES
+    FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES = (splits, tall_tile, key_tile,
+                                                                    early_loads, stages)
     try:
         yield
     finally:
-        FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES, PREFETCH, WARPS = saved
+        FORCE_SPLITS, TALL_TILE, KEY_TILE, EARLY_LOADS, LOOP_STAGES = saved
 
 
 def num_splits(programs: int, width: int, block_n: int, unsplit_max_width: int = 0) -> int:

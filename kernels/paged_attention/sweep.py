@@ -1,19 +1,18 @@
 """Key-loop schedule sweep of `paged_attention` on the engine's launch shapes (CUDA only).
 
     python -m kernels.paged_attention.sweep [--shapes ...] [--stages 1,2] [--early 0,1]
-        [--prefetch 0,1] [--key-tiles 32,64] [--warps 4,8] [--splits auto,1,2] [--out PATH]
+        [--key-tiles 32,64] [--splits auto,1,2] [--out PATH]
 
 Qwen3-8B heads (nh 32, nkv 8, D 128, bf16), a table of width 832, keys at random pool slots:
 bs-1 and bs-16 decode (768 keys), bs-1 and bs-16 16-token verify (528 keys) and a bs-1
 64-node tree verify after 512 context keys (path-shaped ancestor mask). Each launch shape
-runs every (LOOP_STAGES, EARLY_LOADS, PREFETCH, KEY_TILE, WARPS, forced split count) of
-the flags and, for the tree, the query tiles of TALL_TILE (which carry their own warps), as
-CUDA-graph replays of the kernel and its merge, against the kernel's default launch; a row
-also checks that its output is within 2e-2 of the default's. The question it answers: the
-key loop is bound by its dependent gathered loads (table slot, then K, then V), so how much
-do Triton's software pipelining (loads issued `stages - 1` steps ahead), the early-load
-loop, K/V loaded a step ahead, wider key steps, more warps or other split counts take off
-each shape?
+runs every (LOOP_STAGES, EARLY_LOADS, KEY_TILE, forced split count) of the flags and, for
+the tree, the query tiles of TALL_TILE, as CUDA-graph replays of the kernel and its merge,
+against the kernel's default launch; a row also checks that its output is within 2e-2 of
+the default's. The question it answers: the key loop is bound by its dependent gathered
+loads (table slot, then K, then V), so how much do Triton's software pipelining (loads
+issued `stages - 1` steps ahead), the early-load loop, wider key steps or other split
+counts take off each shape?
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ def launch(name: str, bs: int, t: int, kv_len: int, width: int = 832):
 
 
 def sweep(shapes=SHAPES, stages=STAGES, early=EARLY, key_tiles=KEY_TILES,
-          splits=(None,), prefetch=(False,), warps=(None,)) -> list[dict]:
+          splits=(None,)) -> list[dict]:
     """One row per (shape, schedule): us p50 of the schedule and of the default launch
     (splits None: the split rule's count)."""
     rows = []
@@ -54,20 +53,17 @@ def sweep(shapes=SHAPES, stages=STAGES, early=EARLY, key_tiles=KEY_TILES,
         with rules.forced():
             base, want = graph_us(call).p50, call().float()
         tiles = TREE_TILES if name == "tree" else (None,)
-        nw = (None,) if name == "tree" else warps
-        for tile, ns, el, pf, kt, wp, sp in itertools.product(tiles, stages, early, prefetch,
-                                                              key_tiles, nw, splits):
+        for tile, ns, el, kt, sp in itertools.product(tiles, stages, early, key_tiles, splits):
             with rules.forced(tall_tile=tile, stages=ns, early_loads=el, key_tile=kt,
-                              splits=sp, prefetch=pf, warps=wp):
+                              splits=sp):
                 err = (call().float() - want).abs().max().item()
                 us = graph_us(call).p50
             row = dict(shape=f"{name} bs={bs} T={t} kv={kv_len}", tile=tile, stages=ns,
-                       early=el, prefetch=pf, key_tile=kt, warps=wp, splits=sp, us=us,
-                       default_us=base, speedup=base / us, ok=err < 2e-2)
+                       early=el, key_tile=kt, splits=sp, us=us, default_us=base,
+                       speedup=base / us, ok=err < 2e-2)
             rows.append(row)
             print(f"{row['shape']:<28} tile={str(tile):<8} stages={ns} early={el:d} "
-                  f"ahead={pf:d} keys={kt:<3} warps={wp or 'rule':<4} splits={sp or 'auto':<4} "
-                  f"{us:7.2f} us (default {base:6.2f}) "
+                  f"keys={kt:<3} splits={sp or 'auto':<4} {us:7.2f} us (default {base:6.2f}) "
                   f"x{base / us:5.2f} {'ok' if row['ok'] else 'DIFFERS'}", flush=True)
     return rows
 
@@ -82,8 +78,6 @@ def main(argv: list[str] | None = None) -> None:
                    "printed, matched by prefix; default: all)")
     p.add_argument("--stages", default=",".join(map(str, STAGES)))
     p.add_argument("--early", default="0,1")
-    p.add_argument("--prefetch", default="0", help="K/V a step ahead: e.g. 0,1")
-    p.add_argument("--warps", default="auto", help="num_warps, e.g. auto,4,8 (not trees)")
     p.add_argument("--key-tiles", default=",".join(map(str, KEY_TILES)))
     p.add_argument("--splits", default="auto", help="e.g. auto,1,2,4")
     p.add_argument("--out", default=None)
@@ -92,14 +86,12 @@ def main(argv: list[str] | None = None) -> None:
     shapes = [s for s in SHAPES if not wanted
               or any(f"{s[0]} bs={s[1]} T={s[2]}".startswith(w) for w in wanted)]
     rows = sweep(shapes, _ints(a.stages), tuple(bool(v) for v in _ints(a.early)),
-                 _ints(a.key_tiles), _ints(a.splits), tuple(bool(v) for v in _ints(a.prefetch)),
-                 _ints(a.warps))
+                 _ints(a.key_tiles), _ints(a.splits))
     for shape in dict.fromkeys(r["shape"] for r in rows):
         best = min((r for r in rows if r["shape"] == shape and r["ok"]), key=lambda r: r["us"])
         print(f"best {shape}: {best['us']:.2f} us (default {best['default_us']:.2f}): "
               f"tile={best['tile']} stages={best['stages']} early={best['early']} "
-              f"ahead={best['prefetch']} keys={best['key_tile']} warps={best['warps'] or 'rule'} "
-              f"splits={best['splits'] or 'auto'}")
+              f"keys={best['key_tile']} splits={best['splits'] or 'auto'}")
     if a.out:
         Path(a.out).write_text(json.dumps({**stamp(), "rows": rows}, indent=1))
 

@@ -71,7 +71,7 @@ def compile_fused(t: int, group: int, splits: int, early: bool = False) -> str:
     block_m = min(64, max(16, triton.next_power_of_2(t * group)))
     constexprs = dict(G=group, D=128, CAUSAL=True, WINDOWED=False, TREE=False,
                       BLOCK_M=block_m, BLOCK_N=32, BLOCK_D=128, DOT_PRECISION="tf32",
-                      SPLIT=True, FUSED=True, PDL=False, EARLY=early, AHEAD=False,
+                      SPLIT=True, FUSED=True, PDL=False, EARLY=early,
                       **merge_blocks(t * group, block_m, 128, splits))
     signature = {}
     for name in fn.arg_names:
