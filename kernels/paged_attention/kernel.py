@@ -49,6 +49,67 @@ from kernels.paged_attention.merge import (
 from kernels.pdl import launch_options, pdl_enter, use_pdl
 
 
+@triton.jit
+def _key_step(start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, tree_ptr, req,
+              h, b, t, pos, pos0, row_ok, d, d_ok, T, window, sm_scale, sk_s, sk_h, sv_s, sv_h,
+              st_r, stree_b, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, TREE: tl.constexpr,
+              BLOCK_N: tl.constexpr, DOT_PRECISION: tl.constexpr, EARLY: tl.constexpr,
+              MASKED: tl.constexpr, FULL_D: tl.constexpr):
+    """One step of the key loop: keys start .. start + BLOCK_N - 1 into the online softmax
+    (acc, m_i, l_i); returns them and the next step's slots (EARLY). MASKED: the range,
+    causal, window and tree masks; else the caller vouches that every row sees every key
+    (whole tiles below `hi`), and the loads and scores skip them (same values, fewer
+    instructions; FULL_D: D == BLOCK_D, so the loads take no mask at all)."""
+    w = start + tl.arange(0, BLOCK_N)
+    w_ok = w < hi
+    if EARLY:
+        slot = slot_next
+    elif MASKED:
+        slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
+    else:
+        slot = tl.load(table_ptr + req * st_r + w).to(tl.int64)
+    kv_mask = w_ok[:, None] & d_ok[None, :]
+    if not MASKED:
+        kv_mask = d_ok[None, :]
+    k_at = k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :]
+    v_at = v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :]
+    if MASKED or not FULL_D:
+        k = tl.load(k_at, mask=kv_mask, other=0.0)
+    else:
+        k = tl.load(k_at)
+    if EARLY:
+        if MASKED or not FULL_D:
+            v = tl.load(v_at, mask=kv_mask, other=0.0)
+        else:
+            v = tl.load(v_at)
+        wn = w + BLOCK_N
+        slot_next = tl.load(table_ptr + req * st_r + wn, mask=wn < hi, other=0).to(tl.int64)
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * sm_scale
+    if MASKED:
+        allowed = row_ok[:, None] & w_ok[None, :]
+        if CAUSAL:
+            allowed = allowed & (w[None, :] <= pos[:, None])
+        if WINDOWED:
+            allowed = allowed & (pos[:, None] - w[None, :] < window)
+        if TREE:  # keys of the tree's nodes: only the query's own path
+            j = w[None, :] - pos0
+            inside = (j >= 0) & (j < T) & allowed
+            bit = tl.load(tree_ptr + b * stree_b + t[:, None] * T + j, mask=inside, other=1)
+            allowed = allowed & (bit != 0)
+        s = tl.where(allowed, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    p = tl.exp(s - m_new[:, None])
+    alpha = tl.exp(m_i - m_new)
+    if not EARLY:
+        if MASKED or not FULL_D:
+            v = tl.load(v_at, mask=kv_mask, other=0.0)
+        else:
+            v = tl.load(v_at)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    return acc, m_new, l_i, slot_next
+
+
 @triton.jit(do_not_specialize=["T", "R", "W", "window", "sm_scale", "SPLITS"])
 def _paged_attention_kernel(
     q_ptr, k_ptr, v_ptr, table_ptr, rows_ptr, pos_ptr, kv_lens_ptr, out_ptr, acc_ptr, ml_ptr,
@@ -64,7 +125,7 @@ def _paged_attention_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT_PRECISION: tl.constexpr, SPLIT: tl.constexpr, FUSED: tl.constexpr,
     MERGE_M: tl.constexpr, SPLITS_P2: tl.constexpr, SB: tl.constexpr, PDL: tl.constexpr,
-    EARLY: tl.constexpr,
+    EARLY: tl.constexpr, UNMASKED_BODY: tl.constexpr,
 ):
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
@@ -105,43 +166,30 @@ def _paged_attention_kernel(
     if EARLY:  # the first step's slots, before the loop
         w0 = lo + tl.arange(0, BLOCK_N)
         slot_next = tl.load(table_ptr + req * st_r + w0, mask=w0 < hi, other=0).to(tl.int64)
-    for start in range(lo, hi, BLOCK_N):
-        w = start + tl.arange(0, BLOCK_N)
-        w_ok = w < hi
-        if EARLY:
-            slot = slot_next
-        else:
-            slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
-        kv_mask = w_ok[:, None] & d_ok[None, :]
-        k = tl.load(k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :], mask=kv_mask,
-                    other=0.0)
-        if EARLY:
-            v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
-                        other=0.0)
-            wn = w + BLOCK_N
-            slot_next = tl.load(table_ptr + req * st_r + wn, mask=wn < hi,
-                                other=0).to(tl.int64)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * sm_scale
-        allowed = row_ok[:, None] & w_ok[None, :]
-        if CAUSAL:
-            allowed = allowed & (w[None, :] <= pos[:, None])
-        if WINDOWED:
-            allowed = allowed & (pos[:, None] - w[None, :] < window)
-        if TREE:  # keys of the tree's nodes: only the query's own path
-            j = w[None, :] - pos0
-            inside = (j >= 0) & (j < T) & allowed
-            bit = tl.load(tree_ptr + b * stree_b + t[:, None] * T + j, mask=inside, other=1)
-            allowed = allowed & (bit != 0)
-        s = tl.where(allowed, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        p = tl.exp(s - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
-        if not EARLY:
-            v = tl.load(v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :], mask=kv_mask,
-                        other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        m_i = m_new
+    # Keys every row of the tile sees (below each row's own position, before a tree's nodes,
+    # inside the range) run unmasked, whole key tiles only; the rest with every mask.
+    full = hi
+    if CAUSAL:
+        full = tl.minimum(full, tl.min(tl.where(row_ok, pos, hi), axis=0) + 1)
+    if TREE:
+        full = tl.minimum(full, pos0)
+    if WINDOWED or not UNMASKED_BODY:
+        full = lo
+    mid = lo + tl.maximum(full - lo, 0) // BLOCK_N * BLOCK_N
+    for start in range(lo, mid, BLOCK_N):
+        acc, m_i, l_i, slot_next = _key_step(
+            start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, tree_ptr, req, h,
+            b, t, pos, pos0, row_ok, d, d_ok, T, window, sm_scale, sk_s, sk_h, sv_s, sv_h,
+            st_r, stree_b, CAUSAL=CAUSAL, WINDOWED=WINDOWED, TREE=TREE, BLOCK_N=BLOCK_N,
+            DOT_PRECISION=DOT_PRECISION, EARLY=EARLY, MASKED=False,
+            FULL_D=D == BLOCK_D)
+    for start in range(mid, hi, BLOCK_N):
+        acc, m_i, l_i, slot_next = _key_step(
+            start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, tree_ptr, req, h,
+            b, t, pos, pos0, row_ok, d, d_ok, T, window, sm_scale, sk_s, sk_h, sv_s, sv_h,
+            st_r, stree_b, CAUSAL=CAUSAL, WINDOWED=WINDOWED, TREE=TREE, BLOCK_N=BLOCK_N,
+            DOT_PRECISION=DOT_PRECISION, EARLY=EARLY, MASKED=True,
+            FULL_D=D == BLOCK_D)
     if SPLIT:  # unnormalised partials (bs, nkv, SPLITS, T*G, ...): merge.py
         part = ((b * tl.num_programs(1) + h) * SPLITS + split) * T * G + r
         tl.store(acc_ptr + part[:, None] * D + d[None, :], acc,
@@ -254,6 +302,7 @@ def paged_attention(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=early,
+        UNMASKED_BODY=rules.unmasked_body(),
         num_warps=warps, num_stages=rules.loop_stages(), **launch_pdl,
     )
     if splits > 1 and not fused:

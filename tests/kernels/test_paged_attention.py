@@ -51,6 +51,19 @@ def test_early_loads_change_no_bit(case, splits):
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("splits, early", [(None, False), (3, True)])
+@given(case=attention_cases())
+def test_unmasked_body_changes_no_bit(case, splits, early):
+    """UNMASKED_BODY drops masks only where they keep every score: the output is bitwise
+    that of the loop that masks every step (16 keys a step: several unmasked steps)."""
+    args, kw = case.args(torch.float32 if DEVICE == "cpu" else torch.bfloat16, DEVICE)
+    with rules.forced(splits=splits, key_tile=16, early_loads=early, unmasked_body=True):
+        got = paged_attention(*args, **kw)
+    with rules.forced(splits=splits, key_tile=16, early_loads=early, unmasked_body=False):
+        want = paged_attention(*args, **kw)
+    assert torch.equal(got, want)
+
+
 def test_early_loads_rule_takes_launches_of_one_query_tile(monkeypatch):
     """EARLY_LOADS None (the default): the kernel is launched with EARLY for at most 64
     query rows per KV head (T * nh / nkv), the plain loop above; True / False force it."""

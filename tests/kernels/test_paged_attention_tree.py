@@ -82,12 +82,14 @@ def test_chain_mask_is_causal_attention():
 @settings(max_examples=12)
 @given(bs=st.integers(1, 3), nodes=st.sampled_from([1, 3, 7, 13]),
        width=st.sampled_from([16, 40]), split=st.sampled_from([None, 2]),
-       early=st.booleans(), seed=st.integers(0, 2**16))
-def test_kernel_matches_the_oracle(bs, nodes, width, split, early, seed):
-    note(f"{bs=} {nodes=} {width=} {split=} {early=} {seed=}")
+       early=st.booleans(), key_tile=st.sampled_from([None, 16]),
+       seed=st.integers(0, 2**16))
+def test_kernel_matches_the_oracle(bs, nodes, width, split, early, key_tile, seed):
+    """Also at 16 keys a step: the prefix runs in unmasked steps, the nodes masked."""
+    note(f"{bs=} {nodes=} {width=} {split=} {early=} {key_tile=} {seed=}")
     args, mask, _ = _case(bs, nodes, width, seed)
     args = [a.to(DEVICE) for a in args]
-    with rules.forced(splits=split, early_loads=early):
+    with rules.forced(splits=split, early_loads=early, key_tile=key_tile):
         got = paged_attention(*args, causal=True, tree_mask=mask.to(DEVICE))
     want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)

@@ -626,6 +626,22 @@ MUTATIONS = [
         tests=["tests/kernels/test_paged_attention_rules.py"],
         why="a bs-16 decode (128 programs) loses its 64-key steps",
     ),
+    dict(
+        name="attn-unmasked-past-causal",
+        file="kernels/paged_attention/kernel.py",
+        original="full = tl.minimum(full, tl.min(tl.where(row_ok, pos, hi), axis=0) + 1)",
+        replacement="full = tl.minimum(full, tl.max(tl.where(row_ok, pos, -1), axis=0) + 1)",
+        tests=["tests/kernels/test_paged_attention.py"],
+        why="unmasked key steps reach past the tile's lowest position: rows see future keys",
+    ),
+    dict(
+        name="attn-unmasked-into-tree",
+        file="kernels/paged_attention/kernel.py",
+        original="        full = tl.minimum(full, pos0)",
+        replacement="        full = tl.minimum(full, pos0 + T)",
+        tests=["tests/kernels/test_paged_attention_tree.py"],
+        why="unmasked key steps take a tree's nodes: nodes see keys off their path",
+    ),
     # the fused merge's memory ordering, read from its compiled PTX (no GPU needed)
     dict(
         name="merge-relaxed-counter",
