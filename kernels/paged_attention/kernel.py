@@ -176,13 +176,14 @@ def _paged_attention_kernel(
     if WINDOWED or not UNMASKED_BODY:
         full = lo
     mid = lo + tl.maximum(full - lo, 0) // BLOCK_N * BLOCK_N
-    for start in range(lo, mid, BLOCK_N):
-        acc, m_i, l_i, slot_next = _key_step(
-            start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, tree_ptr, req, h,
-            b, t, pos, pos0, row_ok, d, d_ok, T, window, sm_scale, sk_s, sk_h, sv_s, sv_h,
-            st_r, stree_b, CAUSAL=CAUSAL, WINDOWED=WINDOWED, TREE=TREE, BLOCK_N=BLOCK_N,
-            DOT_PRECISION=DOT_PRECISION, EARLY=EARLY, MASKED=False,
-            FULL_D=D == BLOCK_D)
+    if UNMASKED_BODY:
+        for start in range(lo, mid, BLOCK_N):
+            acc, m_i, l_i, slot_next = _key_step(
+                start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, tree_ptr, req,
+                h, b, t, pos, pos0, row_ok, d, d_ok, T, window, sm_scale, sk_s, sk_h, sv_s,
+                sv_h, st_r, stree_b, CAUSAL=CAUSAL, WINDOWED=WINDOWED, TREE=TREE,
+                BLOCK_N=BLOCK_N, DOT_PRECISION=DOT_PRECISION, EARLY=EARLY, MASKED=False,
+                FULL_D=D == BLOCK_D)
     for start in range(mid, hi, BLOCK_N):
         acc, m_i, l_i, slot_next = _key_step(
             start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, tree_ptr, req, h,
@@ -302,7 +303,7 @@ def paged_attention(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", SPLIT=splits > 1,
         FUSED=fused, **(merge if fused else no_merge), PDL=pdl, EARLY=early,
-        UNMASKED_BODY=rules.unmasked_body(),
+        UNMASKED_BODY=rules.unmasked_body(tree is not None),
         num_warps=warps, num_stages=rules.loop_stages(), **launch_pdl,
     )
     if splits > 1 and not fused:

@@ -35,21 +35,21 @@ _POINTERS = dict(q_ptr="bf16", k_ptr="bf16", v_ptr="bf16", out_ptr="bf16", acc_p
                  ml_ptr="fp32", cnt_ptr="i32", table_ptr="i32")  # the rest: int64 tensors
 
 
-def _fused_ptx(t: int, group: int, splits: int, early: bool = False,
-               unmasked: bool = True) -> str:
-    """PTX of `_paged_attention_kernel` for sm_90 with the fused merge on, bf16, D = 128
-    (early: with EARLY_LOADS; unmasked: UNMASKED_BODY, the key loop in two).
+def _fused_ptx(t: int, group: int, splits: int, early: bool = False) -> str:
+    """PTX of `_paged_attention_kernel` for sm_90 with the fused merge on, bf16, D = 128, a
+    causal launch that is not a tree (one key loop: UNMASKED_BODY off, as the rule gives it)
+    (early: with EARLY_LOADS).
 
     Under TRITON_INTERPRET=1 (the CPU suite) kernels are interpreted functions that Triton
     cannot compile, so the compile runs in a child process without it."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         try:
-            return compile_fused(t, group, splits, early, unmasked)
+            return compile_fused(t, group, splits, early)
         except _NO_TARGET as err:
             pytest.skip(f"Triton cannot compile for sm_90 here: {err}")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     code = ("import sys; from tests.kernels import test_merge_ordering as m\n"
-            f"try: sys.stdout.write(m.compile_fused({t}, {group}, {splits}, {early}, {unmasked}))\n"
+            f"try: sys.stdout.write(m.compile_fused({t}, {group}, {splits}, {early}))\n"
             "except m._NO_TARGET as err: sys.exit(f'{m._NO_BACKEND}: {err}')")
     child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=300)
@@ -63,8 +63,7 @@ _NO_TARGET = (ImportError, FileNotFoundError)  # no CUDA backend or no ptxas her
 _NO_BACKEND = "no sm_90 target"
 
 
-def compile_fused(t: int, group: int, splits: int, early: bool = False,
-                  unmasked: bool = True) -> str:
+def compile_fused(t: int, group: int, splits: int, early: bool = False) -> str:
     """The compile itself (this process must not interpret Triton)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -73,7 +72,7 @@ def compile_fused(t: int, group: int, splits: int, early: bool = False,
     block_m = min(64, max(16, triton.next_power_of_2(t * group)))
     constexprs = dict(G=group, D=128, CAUSAL=True, WINDOWED=False, TREE=False,
                       BLOCK_M=block_m, BLOCK_N=32, BLOCK_D=128, DOT_PRECISION="tf32",
-                      SPLIT=True, FUSED=True, PDL=False, EARLY=early, UNMASKED_BODY=unmasked,
+                      SPLIT=True, FUSED=True, PDL=False, EARLY=early, UNMASKED_BODY=False,
                       **merge_blocks(t * group, block_m, 128, splits))
     signature = {}
     for name in fn.arg_names:
@@ -122,10 +121,10 @@ def test_fused_merge_orders_partials_before_the_counter_and_reads_them_past_l1(t
 def test_early_loads_issue_a_key_steps_loads_before_its_products():
     """With EARLY_LOADS the compiled key loop issues its K, V and next-slot loads before its
     first tensor-core product, so a step waits on them together; the plain loop issues the
-    V loads between the score and the output products. (One key loop: UNMASKED_BODY off.)"""
+    V loads between the score and the output products."""
 
     def loads_after_first_mma(early: bool) -> int:
-        code = _instructions(_fused_ptx(16, group=4, splits=8, early=early, unmasked=False))
+        code = _instructions(_fused_ptx(16, group=4, splits=8, early=early))
         mma = [i for i, line in enumerate(code) if "mma" in line]
         # the merge's loads (.cg, after the counter) are not the key loop's
         return sum(1 for i, line in enumerate(code[: mma[-1]])

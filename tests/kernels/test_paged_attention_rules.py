@@ -68,4 +68,5 @@ def test_launches_take_the_rules(monkeypatch, bs, t, tree, block_m, block_n, ear
     _call(bs, t, 32, 8, 128, 832, tree)
     (grid, kw), = launched
     assert (kw["BLOCK_M"], kw["BLOCK_N"], kw["EARLY"]) == (block_m, block_n, early)
+    assert kw["UNMASKED_BODY"] == tree  # unmasked key steps for trees only
     assert grid == (bs, 8, z)

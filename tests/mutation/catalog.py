@@ -627,6 +627,14 @@ MUTATIONS = [
         why="a bs-16 decode (128 programs) loses its 64-key steps",
     ),
     dict(
+        name="attn-unmasked-rule-off",
+        file="kernels/paged_attention/rules.py",
+        original="return UNMASKED_BODY if UNMASKED_BODY is not None else tree",
+        replacement="return UNMASKED_BODY if UNMASKED_BODY is not None else False",
+        tests=["tests/kernels/test_paged_attention_rules.py"],
+        why="a tree verify masks every key step again",
+    ),
+    dict(
         name="attn-unmasked-past-causal",
         file="kernels/paged_attention/kernel.py",
         original="full = tl.minimum(full, tl.min(tl.where(row_ok, pos, hi), axis=0) + 1)",
