@@ -9,8 +9,10 @@ predictor on its held-out points (workbench/calib_fit.py), and writes `<out>/<mo
 model stops measuring at `--budget-s` (the rest is filled by regression and counted in
 `skipped`; the untimed warm-up of every shape counts against it).
 `model=all` is toy, qwen3-4b, qwen3-8b, llama-3.1-8b. `--quick` is a tiny grid (CPU tests).
-Needs torch only (no hydra, no simpy). `python -m workbench calibrate install FILE...` (CPU)
-re-checks tables made elsewhere against conf/model/ and copies them into conf/calibration/.
+Needs torch only (no hydra, no simpy). `--prefill-into FILE` measures only the prefill table
+into FILE's calibration of the model (one whose budget ran out before it). `python -m
+workbench calibrate install FILE...` (CPU) re-checks tables made elsewhere against
+conf/model/ and copies them into conf/calibration/.
 """
 
 from __future__ import annotations
@@ -82,20 +84,53 @@ def _nested(a: np.ndarray) -> list:
     return np.where(np.isfinite(a), a, None).tolist()
 
 
-def measure_model(name: str, g: dict, args) -> dict:
-    """Every table, held-out point and host run of one model."""
+def _bench(name: str, g: dict, args):
+    """(Bench, max position) of one model: its weights, drafters and KV pool."""
     from reference.loaders import preset_config
     from workbench.calib_gpu import Bench
 
-    preset = name
-    max_pos = preset_config(preset).max_position
+    max_pos = preset_config(name).max_position
     kv = [v for v in g["kv"] if v + max(g["q"]) + 16 <= max_pos]
     dkv = [v for v in g["draft_kv"] if v + max(g["blocks"]) + 16 <= max_pos]
     ctx = max(kv + dkv + [g["prompt"] + g["new"]]) + 64
-    bench = Bench(preset, device=args.device, blocks=g["blocks"], context_len=ctx,
-                  max_requests=max(g["n"] + g["host_n"]), reps=g["reps"],
-                  budget_s=args.budget_s, compile_layers=not args.no_compile,
-                  options=args.engine_options)
+    return Bench(name, device=args.device, blocks=g["blocks"], context_len=ctx,
+                 max_requests=max(g["n"] + g["host_n"]), reps=g["reps"],
+                 budget_s=args.budget_s, compile_layers=not args.no_compile,
+                 options=args.engine_options), max_pos
+
+
+def _prefill(bench, g: dict, max_pos: int) -> tuple[dict, list]:
+    """The prefill table and its held-out points (eager, no compiled shapes: each point runs
+    once before its timing)."""
+    pq = [v for v in g["prefill_q"] if v < max_pos]
+    return _grid3(
+        bench, "prefill", {"n": g["n"], "q": pq, "kv": [0]},
+        lambda rows, x, y: bench.prefill(rows, x, y) if len(rows) * x <= g["prefill_max"]
+        else float("nan"), [(n, x, 0) for n, x in g["prefill_out"]], warm=False)
+
+
+def prefill_into(base: dict, g: dict, args) -> dict:
+    """`base` (a calibration of the same model whose budget ran out before its prefill) with
+    the prefill table and held-out points measured now; the prefill's own stamp is kept
+    under `prefill_stamp`."""
+    name = base["model"]["name"]
+    bench, max_pos = _bench(name, g, args)
+    table, held = _prefill(bench, g, max_pos)
+    print(f"  {name} prefill: {bench.elapsed_s:.1f} s", flush=True)
+    doc = {**base, "tables": {**base["tables"], "prefill": table},
+           "heldout": {**base["heldout"], "prefill": held},
+           "skipped": {k: v for k, v in base["skipped"].items() if k != "prefill"}
+           | ({"prefill": bench.skipped["prefill"]} if "prefill" in bench.skipped else {}),
+           "prefill_stamp": stamp(engine_options=bench.target.options.asdict())}
+    bench.close()
+    return doc
+
+
+def measure_model(name: str, g: dict, args) -> dict:
+    """Every table, held-out point and host run of one model."""
+    bench, max_pos = _bench(name, g, args)
+    kv = [v for v in g["kv"] if v + max(g["q"]) + 16 <= max_pos]
+    dkv = [v for v in g["draft_kv"] if v + max(g["blocks"]) + 16 <= max_pos]
     q = sorted({*g["q"], bench.own_block})
     blocks = sorted(bench.drafters)
     tables, held = {}, {}
@@ -124,12 +159,7 @@ def measure_model(name: str, g: dict, args) -> dict:
         if not bench.out_of_time("host"):
             host["graph"].append(bench.host_runs(n, g["prompt"], g["new"], eager=False))
     done("host runs (CUDA graphs)")
-    pq = [v for v in g["prefill_q"] if v < max_pos]
-    tables["prefill"], held["prefill"] = _grid3(
-        bench, "prefill", {"n": g["n"], "q": pq, "kv": [0]},
-        lambda rows, x, y: bench.prefill(rows, x, y) if len(rows) * x <= g["prefill_max"]
-        else float("nan"), [(n, x, 0) for n, x in g["prefill_out"]],
-        warm=False)  # eager, no compiled shapes; each point runs once before its timing
+    tables["prefill"], held["prefill"] = _prefill(bench, g, max_pos)
     done("prefill")
     kernels = []
     for n in g["n"]:
@@ -149,7 +179,7 @@ def measure_model(name: str, g: dict, args) -> dict:
                   "num_heads": cfg.num_heads, "num_kv_heads": cfg.num_kv_heads,
                   "head_dim": cfg.head_dim, "intermediate_size": cfg.intermediate_size,
                   "vocab_size": cfg.vocab_size, "tie_embeddings": cfg.tie_word_embeddings,
-                  "dtype_bytes": bench.target.dtype.itemsize, "preset": f"random:{preset}"},
+                  "dtype_bytes": bench.target.dtype.itemsize, "preset": f"random:{name}"},
         "drafter": {"num_layers": dcfg.model.num_layers, "block_size": bench.own_block,
                     "target_layer_ids": list(bench.layer_ids), "block_sizes": blocks},
         "hardware": {"name": args.hardware, "driver": _driver(args.device)},
@@ -210,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=75.0, help="measuring time per model")
     p.add_argument("--quick", action="store_true", help="tiny grid (CPU tests)")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside graphs")
+    p.add_argument("--prefill-into", default=None, metavar="FILE",
+                   help="measure only the prefill, into FILE's calibration of the model")
     add_arguments(p)
     args = p.parse_args([a for a in argv if a.startswith("-") or "=" not in a])
     args.engine_options = from_args(args)
@@ -221,8 +253,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else REPO_CONF / args.hardware
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    grid = QUICK if args.quick else FULL
     for name in names:
-        doc = fit(measure_model(name, QUICK if args.quick else FULL, args))
+        if args.prefill_into:
+            base = json.loads(Path(args.prefill_into).read_text())
+            if base["model"]["name"] != name:
+                p.error(f"--prefill-into holds {base['model']['name']}, not model={name}")
+            doc = fit(prefill_into(base, grid, args))
+        else:
+            doc = fit(measure_model(name, grid, args))
         (out / f"{name}.json").write_text(json.dumps(doc, indent=1))
         print_report(doc)
         _free_device()

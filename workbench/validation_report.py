@@ -190,6 +190,16 @@ def heldout(calib: dict) -> dict:
     return out
 
 
+
+def _shown(path: str) -> str:
+    """A calibration table's path as a report shows it: from the repository root when inside
+    it (a report names no machine's folders)."""
+    root = REPO_CONF.parent.parent.resolve()
+    try:
+        return "./" + Path(path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return Path(path).name
+
 def write_markdown(doc: dict, calib: dict, rows: list[dict], path: Path) -> None:
     s, setup = summary(rows), doc["setup"]
     run_gpu = doc.get("gpu", doc.get("device"))  # files before the common stamp: "device"
@@ -201,7 +211,7 @@ def write_markdown(doc: dict, calib: dict, rows: list[dict], path: Path) -> None
         f"{setup['engine']}, compiled layers {doc['compile']}; random weights, prompt "
         f"{setup['prompt_tokens']}, {setup['new_tokens']} new tokens, oracle drafts with "
         f"s_j = {setup['alpha']}^j, {setup['repeats']} repeats per cell.",
-        f"Calibration table: `{calib['path']}` ({table_gpu}, driver "
+        f"Calibration table: `{_shown(calib['path'])}` ({table_gpu}, driver "
         f"{calib['hardware'].get('driver')}, commit {calib.get('git_sha')}, {calib['date']}).",
         "", "## Held-out error of the calibration predictors", "",
         "| piece | points | median % | p90 % | max % |", "| --- | --: | --: | --: | --: |"]

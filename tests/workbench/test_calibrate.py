@@ -42,6 +42,26 @@ def test_quick_calibration_end_to_end_on_cpu(tmp_path):
                                         output_tokens_mean=8, max_new_tokens=16)})
     assert r.summary["requests"]["finished"] == 4
 
+    # a calibration whose budget ran out before the prefill, completed by --prefill-into
+    cut = {**doc, "tables": {**doc["tables"], "prefill": {
+        **doc["tables"]["prefill"],
+        "seconds": np.full(np.shape(doc["tables"]["prefill"]["seconds"]), None).tolist()}},
+        "heldout": {**doc["heldout"], "prefill": []}, "skipped": {"prefill": 3}}
+    (tmp_path / "cut.json").write_text(json.dumps(cut))
+    with pytest.raises(SystemExit):  # the file holds another model
+        calibrate.main(["model=toy", "--quick", "--device", "cpu", "--out",
+                        str(tmp_path / "x"), "--prefill-into", str(tmp_path / "cut.json")])
+    assert calibrate.main(["model=tiny", "--quick", "--device", "cpu", "--budget-s", "600",
+                           "--out", str(tmp_path / "filled"),
+                           "--prefill-into", str(tmp_path / "cut.json")]) == 0
+    filled = json.loads((tmp_path / "filled" / "tiny.json").read_text())
+    seconds = np.array(filled["tables"]["prefill"]["seconds"], dtype=float)
+    assert np.isfinite(seconds).all() and (seconds > 0).all()
+    assert filled["report"]["prefill"]["points"] >= 1 and "prefill" not in filled["skipped"]
+    assert filled["prefill_stamp"]["versions"]["torch"]
+    for op in ("target", "draft", "lm_head", "inject"):
+        assert filled["tables"][op] == doc["tables"][op], op
+
 
 def _synthetic_run(built, method, c, block, prompt, new, rng) -> dict:
     """An engine run whose round walls are the table's padded round plus the host line."""

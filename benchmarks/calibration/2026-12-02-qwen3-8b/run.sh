@@ -13,3 +13,8 @@ step calibrate 200 python -m workbench calibrate hardware=h200 --out "$out/calib
   model=qwen3-8b --budget-s 170
 step validate 170 python -m workbench validate run --out "$out/validation" model=qwen3-8b \
   --new-tokens 96
+# The first calibrate step's 170 s ran out before the prefill (the target forward's compiles
+# took 146 s); the prefill alone, into that calibration:
+#   python -m workbench calibrate hardware=h200 model=qwen3-8b --budget-s 120 \
+#     --prefill-into benchmarks/calibration/2026-12-02-qwen3-8b/calibration/qwen3-8b.json \
+#     --out OUT/prefill
