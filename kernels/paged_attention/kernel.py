@@ -20,8 +20,10 @@ wide table) skips the loads and the acc store, and writes only its m = -1e30, l 
 Two launch switches, off by default (the engine passes them from its EngineOptions):
 `unsplit_max_width` (the short-context rule: a table of width W <= it runs unsplit, no merge
 launch; W is a shape, so the rule is CUDA-graph safe) and `fused_merge` (merge.py).
-The query and key tiles, the early-load loop and the split count are shape rules in
-rules.py. Semantics: kernels/paged_attention/ref.py. A row that sees no key outputs zeros.
+The query and key tiles, the early-load loop, the unmasked key steps (`_key_step`: the
+whole key tiles every row of a tile sees, run without masks; trees) and the split count
+are shape rules in rules.py. Semantics: kernels/paged_attention/ref.py. A row that sees no
+key outputs zeros.
 """
 
 from __future__ import annotations
