@@ -72,8 +72,10 @@
 #       selfspec the self-spec fine-tune of the toy target, alone (beside the train part's
 #                trainers it runs out of GPU memory); the toy data first when
 #                artifacts/toy lacks it (from the zoo's tokenizer and target) (~6 min)
-#       timing   calibration of qwen3-8b, the simulator validation runs, the full serve-bench
-#                sweep (Qwen3-8B shapes and the toy pair, sync vs overlap) (~9 min)
+#       timing   calibration of qwen3-8b (a 260 s budget: its compiled shapes alone took
+#                146 s on 2026-12-02), the simulator validation runs (~7 min)
+#       serve    the full serve-bench sweep (Qwen3-8B shapes and the toy pair, sync vs
+#                overlap) (~4 min)
 #       tests    the GPU test suite (benchmarks/gpu_suite.sh: tests/kernels and tests/reference
 #                under HYPOTHESIS_PROFILE=gpu, timed), first on every machine that measures,
 #                its output committed beside the part's data (~3 min)
@@ -96,7 +98,7 @@ if [ "$1" = post ]; then
   mkdir -p "$dest"
   for part in world engine drafters ablations depth base base-drafters base-eval loops \
       loops-data loops-drafter loops-eval tree tree-engine tree-tiles commit-ab train selfspec \
-      timing \
+      timing serve \
       tests; do
     chunks=$(find "$@" -maxdepth 1 -name "$part.tgz.*" | sort)
     [ -n "$chunks" ] && cat $chunks | tar xzf - -C "$dest" --transform "s,^r/,$part/,"
@@ -111,12 +113,12 @@ if [ "$1" = post ]; then
     install "$dest"/timing/calibration/*.json hardware=h200
   [ -f "$dest/timing/validation/validation-qwen3-8b.json" ] && python -m workbench validate \
     report "$dest/timing/validation/validation-qwen3-8b.json"
-  if [ -f "$dest/timing/serve/serve_bench.json" ]; then
-    python -m experiments.spec_v2 --measured "$dest/timing/serve/serve_bench.json"
-    python -m experiments.spec_v2 --measured "$dest/timing/serve/serve_bench.json" \
+  if [ -f "$dest/serve/serve/serve_bench.json" ]; then
+    python -m experiments.spec_v2 --measured "$dest/serve/serve/serve_bench.json"
+    python -m experiments.spec_v2 --measured "$dest/serve/serve/serve_bench.json" \
       --cost-model calibrated --calibration qwen3-8b=h200/qwen3-8b,toy=h200/toy \
       --out experiments/spec_v2/calibrated
-    python -m experiments.spec_v2_host --measured "$dest/timing/serve/serve_bench.json"
+    python -m experiments.spec_v2_host --measured "$dest/serve/serve/serve_bench.json"
   fi
   [ -f "$dest/selfspec/selfspec/metrics.json" ] && python -m experiments.selfspec_whatif \
     --toy-metrics "$dest/selfspec/selfspec/metrics.json"
@@ -172,7 +174,7 @@ else
   DSPARK=(--max-minutes 2.5 --dflash-minutes 1.5)
   SELFSPEC=(--minutes 2.5)
   ACC=()
-  CAL=(model=qwen3-8b --budget-s 150)
+  CAL=(model=qwen3-8b --budget-s 260)
   VAL=(model=qwen3-8b --new-tokens 96)
   BENCH=(--batch-sizes 1 --profile)  # with the transformers peer in the same run (bs 4-64:
   # benchmarks/reference/2026-11-29-engine-paged-attention/)
@@ -382,9 +384,11 @@ for r in tree_rows(): print(f'{r.shape:<78} {r.kernel.p50:>8.2f} {r.oracle.p50:>
     rm -f "$R"/selfspec/model/*.safetensors "$R"/selfspec/model/tokenizer.json
     ;;
   timing)
-    run calibrate 185 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
+    run calibrate 290 python -m workbench calibrate hardware=h200 --out "$R/calibration" \
       "${CAL[@]}"
-    run validate 120 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
+    run validate 170 python -m workbench validate run --out "$R/validation" "${VAL[@]}"
+    ;;
+  serve)
     toy=()
     [ -f $A/dflash-b16/config.json ] && toy=(--toy $A)
     run serve 230 python -m workbench serve-bench --out "$R/serve" "${toy[@]}" "${SERVE_ALL[@]}"
@@ -395,7 +399,7 @@ for r in tree_rows(): print(f'{r.shape:<78} {r.kernel.p50:>8.2f} {r.oracle.p50:>
   *)
     echo "unknown part $part (world, engine, drafters, ablations, depth, base, base-drafters," \
       "base-eval, loops, loops-data, loops-drafter, loops-eval, tree, tree-engine, commit-ab," \
-      "train, selfspec, timing, tests)" >&2
+      "train, selfspec, timing, serve, tests)" >&2
     exit 2
     ;;
 esac
