@@ -22,7 +22,9 @@ tokens), in one run:
 (kernels.paged_attention.rules.TALL_TILE: BLOCK_M x num_warps for launches of more than 64
 query rows per KV head, which only the trees' verify has here), against the same chain.
 `--profile` adds the top kernels of the batch-1 AR step, chain verify and N = 64 tree
-verify forwards. The engine option flags (common/engine_options.py, e.g. `--fused-merge`)
+verify forwards. `--pairs K` times each tree's forward against the chain's in K alternated
+pairs (the ratio's median and spread, `forward_pairs`): the tree-over-chain target read
+with its run-to-run noise. The engine option flags (common/engine_options.py, e.g. `--fused-merge`)
 set the target's options for every row; `--early-loads` runs every row with the attention
 kernel's EARLY_LOADS key loop (without it, the kernel's shape rule: the chain, not trees).
 Prints a table and writes `--out` JSON. On the CPU (`--device cpu --preset tiny`) it is a
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 import torch
@@ -68,6 +71,25 @@ def _forward(bench: Bench, rows: list[int], tokens: int, kv: int, budget: int | 
     """Seconds of one target forward + LM head + argmax over `tokens` per row (a tree of
     `budget` nodes with its ancestor mask when given, a causal block else), CUDA graph."""
     return bench.graphed(*_forward_call(bench, rows, tokens, kv, budget))
+
+
+def _paired(bench: Bench, rows: list[int], kv: int, budget: int, pairs: int) -> dict:
+    """The tree forward over the chain's (16 tokens), timed `pairs` times in alternation
+    (chain, tree, chain, tree, ...: each `Bench.seconds`, a median of its reps) from two CUDA
+    graphs captured once: a drift of the device's clocks or load over the run reaches both
+    sides of a pair alike. Returns the pairs' ratios and their median, min and max."""
+    runs = []
+    for tokens, n in ((16, None), (budget, budget)):
+        fn, *inputs = _forward_call(bench, rows, tokens, kv, n)
+        cache = GraphCache(bench.dev)
+        runs.append(lambda cache=cache, fn=fn, inputs=inputs: cache.run("pairs", fn, *inputs))
+        runs[-1]()  # capture
+    ratios = []
+    for _ in range(pairs):
+        chain = bench.seconds(runs[0])
+        ratios.append(bench.seconds(runs[1]) / chain)
+    return {"ratios": ratios, "median": statistics.median(ratios), "min": min(ratios),
+            "max": max(ratios)}
 
 
 def _forward_call(bench: Bench, rows: list[int], tokens: int, kv: int, budget: int | None):
@@ -152,6 +174,9 @@ def main(argv=None) -> None:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--tall-tiles", default="", help="e.g. 128x8,256x8 (BLOCK_M x warps)")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--pairs", type=int, default=0,
+                   help="also time each tree forward against the chain's in this many "
+                        "alternated pairs (the ratio's median and spread)")
     p.add_argument("--early-loads", action="store_true",
                    help="the attention kernel's EARLY_LOADS key loop in every row "
                    "(default: its shape rule)")
@@ -199,6 +224,15 @@ def _run(a: argparse.Namespace, opts: engine_options.EngineOptions) -> None:
                 print(f"{bs:>3} {what:>16} {fwd * 1e3:>8.3f} {fwd / ar:>6.2f} "
                       f"{fwd / chain_fwd:>6.2f} {rnd * 1e3:>9.3f} {tau:>5.2f} {tok_s:>8.1f} "
                       f"{tok_s / chain_tok_s:>7.2f} {ops:>5}")
+            for row in result["rows"]:
+                if a.pairs and row["bs"] == bs and row["budget"] and row["tall_tile"] is None:
+                    with rules.forced(early_loads=early):
+                        row["forward_pairs"] = _paired(bench, rows, a.context, row["budget"],
+                                                       a.pairs)
+                    q = row["forward_pairs"]
+                    print(f"{bs:>3} {row['what']:>16} forward / chain over {a.pairs} "
+                          f"alternated pairs: median {q['median']:.3f} "
+                          f"({q['min']:.3f}-{q['max']:.3f})")
             even = [r["budget"] for r in result["rows"]
                     if r["bs"] == bs and r["budget"] and r["tall_tile"] is None
                     and r["vs_chain"] >= 1.0]
