@@ -12,7 +12,8 @@ until its slowest request ends, so its last rounds run with requests already don
 full-batch tok/s (`full_batch_tok_s`) is the rate of the leading rounds in which every
 request is live, what a server that refills its slots would approach without prefills.
 Batch-1 AR is compared with the 263 tok/s bound of streaming the weights at the measured
-4.30 TB/s.
+4.30 TB/s. `--block-size 8,10,16` runs DFlash at each B side by side against the same AR
+runs (the verify block's cost against tau at a batch size; `oracle_tau`).
 Prints a table, then one JSON line; --out writes the JSON too.
 
 The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.
@@ -36,7 +37,9 @@ import torch
 
 from common import engine_options
 from common.stamps import stamp
+from common.survival import geometric_survival
 from reference.bench_ablate import ablate, print_ablation
+from reference.bench_report import print_result, print_stamp
 from reference.engine import PHASES
 from reference.generate import generate
 from reference.loaders import (
@@ -89,21 +92,40 @@ def full_batch_tok_s(out, n: int) -> float:
     return sum(sum(c[:full]) for c in out.accept_lengths) / max(seconds, 1e-12)
 
 
-def bench_batch(target, drafter, prompts, args) -> dict:
-    """AR then the method (default DFlash at oracle acceptance) at one batch size, each after
-    a warm-up run as long as the timed ones.
+def oracle_tau(tau: float, block: int, largest: int) -> float:
+    """The default oracle's mean commit length at block `block`: the geometric curve of mean
+    `tau` at the largest block of the run, cut to `block` (a drafter keeps its per-position
+    acceptance at a shorter block); `tau` itself at the largest."""
+    if block == largest:
+        return tau
+    return 1 + sum(geometric_survival(tau, largest)[: block - 1])
+
+
+def bench_batch(target, drafters: dict, prompts, args) -> list[dict]:
+    """AR, then the method (default DFlash at oracle acceptance) at each block B of
+    `drafters` ({B: drafter}) side by side, at one batch size: one row per B, each carrying
+    the same AR runs. Every run follows a warm-up run as long as the timed ones.
 
     The warm-ups decode as far as the timed runs because requests finish at ragged rounds:
     the batch drops through smaller graph buckets (16 -> 8 -> 4 ...), and each new bucket
     costs CUDA-graph captures. A shorter warm-up would leave those captures inside the first
     timed run, the sync one."""
-    block, new = args.block_size, args.new_tokens
+    new = args.new_tokens
     generate(target, prompts, max_new_tokens=new)
     ar = generate(target, prompts, max_new_tokens=new)
     ahead = generate(target, prompts, max_new_tokens=new, lookahead=True)
+    return [_method_row(target, drafter, block, prompts, args, ar, ahead,
+                        oracle_tau(args.tau, block, max(drafters)))
+            for block, drafter in drafters.items()]
+
+
+def _method_row(target, drafter, block: int, prompts, args, ar, ahead, tau: float) -> dict:
+    """The method's sync and lookahead runs at block `block` (after a warm-up) against the
+    AR runs `ar` and `ahead`: one row of the bench."""
+    new = args.new_tokens
     context = BuildContext(prompts, new, ar.tokens, drafter)
     # the default oracle corrupts drafts with a seed per batch size
-    method = args.method or (f"oracle:tau={args.tau},block_size={block},shadow=true,"
+    method = args.method or (f"oracle:tau={tau},block_size={block},shadow=true,"
                              f"seed={len(prompts)}")
     generate(target, prompts, proposer=build(method, target, context), max_new_tokens=new)
     spec = generate(target, prompts, proposer=build(method, target, context),
@@ -117,6 +139,8 @@ def bench_batch(target, drafter, prompts, args) -> dict:
 
     return {
         "bs": len(prompts),
+        "block": block,
+        "oracle_tau": tau,
         "ar_tok_s": ar.stats["tokens_per_s"],
         "ar_step_ms": 1e3 * ar.stats["decode_s"] / ar.stats["rounds"],
         "ar_lookahead_tok_s": ahead.stats["tokens_per_s"],
@@ -154,9 +178,11 @@ def main(argv=None) -> dict:
     p.add_argument("--batch-sizes", default="1,4,16,64")
     p.add_argument("--prompt-len", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=256)
-    p.add_argument("--block-size", type=int, default=16, help="B of the shared drafter")
+    p.add_argument("--block-size", default="16",
+                   help="B of the shared drafter; a list (e.g. 8,10,16) runs each B side by "
+                        "side against the same AR runs")
     p.add_argument("--tau", type=float, default=6.5, help="the default oracle's mean commit "
-                   "length")
+                   "length at the largest B (smaller B: its geometric curve cut to B)")
     p.add_argument("--method", default=None,
                    help="method spec against AR (default: oracle:tau=TAU,block_size=B,"
                         "shadow=true,seed=BS: DFlash's work at the oracle's acceptance)")
@@ -177,6 +203,10 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     opts = engine_options.from_args(args)
     sizes = [int(x) for x in args.batch_sizes.split(",")]
+    blocks = [int(x) for x in str(args.block_size).split(",")]
+    if args.method and len(blocks) > 1:
+        p.error("--method runs one method: give one --block-size")
+    args.block_sizes, args.block_size = blocks, max(blocks)  # --ablate, --profile: largest
     cfg = preset_config(args.preset)
     gen = torch.Generator().manual_seed(0)
     prompts = torch.randint(0, cfg.vocab_size, (max(sizes), args.prompt_len), generator=gen)
@@ -195,13 +225,15 @@ def main(argv=None) -> dict:
                            options=opts)
     if cuda and not args.no_compile:
         target.enable_compile()
-    drafter = build(MethodSpec.of("dflash", random=args.preset, block_size=args.block_size),
-                    target)
+    drafters = {b: build(MethodSpec.of("dflash", random=args.preset, block_size=b), target)
+                for b in blocks}
+    drafter = drafters[max(blocks)]
     # The first call sizes the pool (draft layers, full context) for every later call.
-    setup = build(MethodSpec.of("oracle", block_size=args.block_size, shadow=True), target,
+    setup = build(MethodSpec.of("oracle", block_size=max(blocks), shadow=True), target,
                   BuildContext(streams=[[0]], drafter=drafter))
     generate(target, prompts[:1], proposer=setup, max_new_tokens=args.new_tokens)
-    result["rows"] = [bench_batch(target, drafter, prompts[:bs], args) for bs in sizes]
+    result["rows"] = [row for bs in sizes for row in bench_batch(target, drafters,
+                                                                   prompts[:bs], args)]
     if args.hf_new_tokens and result["rows"][0]["bs"] == 1:
         head = result["rows"][0]["ar_tokens_head"]
         result["hf_matches_engine"] = hf_tokens[: len(head)] == head[: len(hf_tokens)]
@@ -211,7 +243,7 @@ def main(argv=None) -> dict:
         result["gemv_configs"] = {str(k): str(v or "cuBLAS (timed faster)")
                                   for k, v in tune.CONFIGS.items()}
         result["gemv_tune_us"] = {str(k): v for k, v in tune.TUNE_LOG.items()}
-    _print(result)
+    print_result(result)
     if args.profile:
         _profile(target, prompts[0])
         _profile(target, prompts[0], drafter, args)
@@ -229,7 +261,7 @@ def _ablate(args, cfg, prompt: list[int], dtype, state: dict, result: dict, opts
     names = args.variants.split(",") if args.variants else None
     result["ablation"] = ablate(target, prompt, args.new_tokens, args.ablate_unsplit_width,
                                 args.ablate_repeats, names)
-    _print_stamp(result)
+    print_stamp(result)
     print_ablation(result["ablation"])
     print(json.dumps(result))
     if args.out:
@@ -256,44 +288,6 @@ def _profile(target, prompt: list[int], drafter=None, args=None, new_tokens: int
     key = "cuda_time_total" if cuda else "cpu_time_total"
     table = prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60)
     print(table)
-
-
-def _print_stamp(r: dict) -> None:
-    v = r["versions"]
-    print(f"{r['gpu']}  torch {v['torch']}  triton {v['triton']}")
-
-
-def _print(r: dict) -> None:
-    _print_stamp(r)
-    if "hf_tok_s" in r:
-        print(f"transformers generate bs1: {r['hf_tok_s']:.1f} tok/s "
-              f"(same greedy tokens: {r.get('hf_matches_engine')})")
-    print(f"{'bs':>4} {'AR tok/s':>9} {'AR ahead':>9} {'DFlash tok/s':>12} {'ahead':>7} "
-          f"{'tau':>5} {'eff':>5} "
-          f"{'speedup':>7} {'round ms':>8}  split ms (draft/verify/accept/inject/host)  "
-          f"lossless")
-    for row in r["rows"]:
-        split = "/".join(f"{v:.2f}" for v in row["split_ms"].values())
-        print(f"{row['bs']:>4} {row['ar_tok_s']:>9.1f} {row['ar_lookahead_tok_s']:>9.1f} "
-              f"{row['dflash_tok_s']:>12.1f} {row.get('dflash_lookahead_tok_s', 0):>7.1f} "
-              f"{row['tau']:>5.2f} {row['round_efficiency']:>5.1%} {row['speedup']:>6.2f}x "
-              f"{row['round_ms']:>8.2f}  {split:<42} {row['lossless']}")
-    print("per round, ms: the split of overlap rounds; the host's time to enqueue each phase "
-          "(draft/verify/accept/inject), sync and overlap rounds; DFlash tok/s while every "
-          "request is live, sync / overlap")
-    for row in r["rows"]:
-        cells = [row["split_ms_lookahead"], row["enqueue_ms"], row["enqueue_ms_lookahead"]]
-        text = ["/".join(f"{v:.2f}" for v in c.values()) for c in cells]
-        print(f"{row['bs']:>4} overlap {row['round_ms_lookahead']:.2f} = {text[0]}   "
-              f"enqueue sync {text[1]}   overlap {text[2]}   full batch "
-              f"{row['dflash_full_batch_tok_s']:.1f} / "
-              f"{row['dflash_lookahead_full_batch_tok_s']:.1f}")
-    bs1 = r["rows"][0]
-    print(f"AR bs{bs1['bs']}: {bs1['ar_tok_s'] / r['bound_tok_s']:.1%} (lookahead "
-          f"{bs1['ar_lookahead_tok_s'] / r['bound_tok_s']:.1%}, same tokens "
-          f"{bs1['ar_lookahead_same_tokens']}) of the {r['bound_tok_s']:.0f} tok/s "
-          f"weight-streaming bound")
-    print(json.dumps(r))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def report(folder: Path) -> str:
              "| --: | --- | --: | --: | --: | --- |"]
     same = []
     for i, row in enumerate(before[0]["rows"]):
-        bs = row["bs"]
+        bs = row["bs"] if "block" not in row else f"{row['bs']} (B = {row['block']})"
         for key, label in KEYS:
             b = [run["rows"][i][key] for run in before]
             a = [run["rows"][i][key] for run in after]

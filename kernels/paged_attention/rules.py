@@ -1,4 +1,4 @@
-"""Launch rules of `paged_attention` (kernel.py): query tile, key tile, early loads, splits.
+"""Launch rules of `paged_attention` (kernel.py): tiles, early loads, unmasked key steps, splits.
 
 Each rule maps a launch's shapes (never its data) to a constexpr or grid choice, so a CUDA
 graph replays what it captured. The module-level switches override a rule for tests,

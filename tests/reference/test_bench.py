@@ -38,6 +38,29 @@ def test_bench_rows_split_sync_and_overlap_rounds(capsys):
                 assert ms == pytest.approx(split[phase], rel=0.05, abs=0.01)
 
 
+def test_block_sizes_run_side_by_side_against_the_same_ar(capsys):
+    """--block-size 4,8: one row per (bs, B), the B rows of a batch sharing its AR runs;
+    the oracle's tau is --tau at the largest B and, at B = 4, the same geometric curve cut to
+    4 (alpha solved here from 1 + a + ... + a^7 = 2.5 with numpy's polynomial roots)."""
+    import numpy as np
+
+    from reference.bench import main
+
+    r = main(["--preset", "tiny", "--device", "cpu", "--batch-sizes", "1,2",
+              "--prompt-len", "6", "--new-tokens", "12", "--block-size", "4,8", "--tau", "2.5",
+              "--hf-new-tokens", "0"])
+    capsys.readouterr()
+    assert [(row["bs"], row["block"]) for row in r["rows"]] == [(1, 4), (1, 8), (2, 4), (2, 8)]
+    roots = np.roots([1.0] * 7 + [1.0 - 2.5])  # a^7 + ... + a + (1 - 2.5) = 0
+    alpha = next(x.real for x in roots if abs(x.imag) < 1e-12 and 0 < x.real < 1)
+    assert r["rows"][1]["oracle_tau"] == 2.5
+    assert r["rows"][0]["oracle_tau"] == pytest.approx(1 + alpha + alpha**2 + alpha**3)
+    for a, b in (r["rows"][:2], r["rows"][2:]):
+        assert a["ar_tok_s"] == b["ar_tok_s"] and a["ar_tokens_head"] == b["ar_tokens_head"]
+    assert all(row["lossless"] and row["dflash_lookahead_same_tokens"] for row in r["rows"])
+    assert r["args"]["block_sizes"] == [4, 8]
+
+
 def test_full_batch_rate_counts_the_rounds_every_request_is_live():
     """Two requests of 3 and 4 rounds, walls 1, 1, 1, 0.5 s: the first 3 rounds have both
     live, committing 3 + 4 + 5 and 2 + 2 + 2 tokens, 18 in 3 s. A round launched after a
