@@ -129,7 +129,8 @@ class DFlashProposer(Proposer):
                      None)
 
     def propose(self, rnd: Round) -> Proposal:
-        kv_lens = rnd.prefix_lens + self.block_size
+        """Drafts the round's block, as wide as `rnd.block_ids` (`verify_blocks`)."""
+        kv_lens = rnd.prefix_lens + rnd.block_ids.shape[1]
         args = (rnd.block_ids, rnd.positions, rnd.cache_loc, rnd.req_rows, kv_lens)
         drafts = self.graphs.run(("draft", self.graph_key), self._draft, *args)
         return Proposal(torch.cat([rnd.verified_id[:, None], drafts], dim=1))

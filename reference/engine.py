@@ -181,11 +181,12 @@ class Engine:
         mark = clock.mark if clock is not None else (lambda: None)
         if self.proposer is not None and self.proposer.owns_round:
             return self._owned_round(batch, mark, on_publish)
+        block = self.proposer.block_at(batch.req_rows.numel()) if self.proposer else 1
         block_ids, positions, cache_loc = ops.prepare_block(
             batch.verified_id, batch.prefix_lens, batch.req_rows, self.pool.req_to_token,
-            block_size=self.block, mask_token_id=self.proposer.mask_token_id
+            block_size=block, mask_token_id=self.proposer.mask_token_id
             if self.proposer else 0)
-        kv_lens = batch.prefix_lens + self.block
+        kv_lens = batch.prefix_lens + block
         valid = batch.valid
         if self.proposer is None:
             mark()

@@ -51,7 +51,14 @@ class Proposer:
     """Base class: override `propose`, and the hooks the method needs.
 
     Attributes:
-        block_size: B, tokens verified per round (anchor included).
+        block_size: B, tokens verified per round (anchor included); the most a round
+            verifies, and what the engine reserves KV slots for.
+        verify_blocks: ((bs_1, B_1), (bs_2, B_2), ...), bs ascending, each B_i in
+            [2, block_size]: a round of a padded batch of at least bs_i rows verifies
+            blocks of B_i (the last such entry); below bs_1, block_size (`block_at`). Only
+            proposers whose `propose` drafts the width of `Round.block_ids` take it (DFlash's
+            chain, the oracle): a large batch verifies fewer tokens for a smaller loss of
+            tau.
         mask_token_id: id `prepare_block` writes at block positions 1..B-1.
         target_layer_ids: target layers whose outputs the engine captures (prefill, verify).
         draft_kv: K/V geometry the shared pool must hold for the proposer, or None.
@@ -66,6 +73,7 @@ class Proposer:
     """
 
     block_size: int = 1
+    verify_blocks: tuple[tuple[int, int], ...] = ()
     mask_token_id: int = 0
     target_layer_ids: tuple[int, ...] = ()
     draft_kv: KVShape | None = None
@@ -75,6 +83,14 @@ class Proposer:
     @property
     def graph_key(self) -> Hashable:
         return id(self)
+
+    def block_at(self, bs: int) -> int:
+        """The block a round of `bs` padded rows verifies (`verify_blocks`)."""
+        block = self.block_size
+        for at, b in self.verify_blocks:
+            if bs >= at:
+                block = b
+        return block
 
     def bind(self, target: Target, pool: KVPool, graphs, sampling: Sampling = GREEDY,
              gen: torch.Generator | None = None) -> None:
@@ -107,3 +123,24 @@ class Proposer:
     def stats(self) -> dict:
         """Counters of the method over its runs since `bind` (read after the device is done)."""
         return {}
+
+
+def verify_blocks(text: str | None, block_size: int) -> tuple[tuple[int, int], ...]:
+    """`verify_blocks` from a method option: "16:10/64:6" (from a padded batch of 16 rows,
+    blocks of 10; from 64, of 6); None or "" for none. Raises ValueError on a malformed
+    entry, a block outside [2, block_size] or batch sizes not ascending."""
+    if not text:
+        return ()
+    try:
+        pairs = tuple(tuple(int(v) for v in item.split(":")) for item in str(text).split("/"))
+    except ValueError:
+        pairs = ((),)
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"blocks={text!r}: expected BS:B entries joined by '/', e.g. 16:10/64:6")
+    sizes = [at for at, _ in pairs]
+    if sizes != sorted(set(sizes)) or sizes[0] < 1:
+        raise ValueError(f"blocks={text!r}: batch sizes must be >= 1 and ascending")
+    for at, b in pairs:
+        if not 2 <= b <= block_size:
+            raise ValueError(f"blocks={text!r}: block {b} at bs {at} outside [2, B={block_size}]")
+    return pairs

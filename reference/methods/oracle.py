@@ -5,7 +5,9 @@ drafted token j with probability 1 - s_j / s_{j-1}, so that the number of accept
 follows a configured survival curve s_j = P(accept_len >= j). With a `shadow` (a real
 proposer) the shadow's work runs every round and its drafts are discarded: the cost of that
 method at the oracle's acceptance. Options: `tau` (a geometric curve of mean commit length
-tau) or `survival` [s_1 .. s_{B-1}]; `block_size` B (default: the shadow's, else 16); `seed`;
+tau) or `survival` [s_1 .. s_{B-1}]; `block_size` B (default: the shadow's, else 16);
+`blocks`, the verify block by batch size (e.g. 16:10/64:6, `Proposer.verify_blocks`: a
+shorter block keeps the curve's first entries); `seed`;
 `shadow`: true for the build context's shared drafter, or a MethodSpec (or its text) built
 for the same target; `streams`, the greedy continuations when already known (default: the
 build context's, else a plain greedy run over its prompts).
@@ -22,7 +24,7 @@ from reference.device import to_device
 from reference.generate import generate
 from reference.kv_pool import KVPool
 from reference.model import Target
-from reference.proposers import Proposal, Proposer, Round
+from reference.proposers import Proposal, Proposer, Round, verify_blocks
 from reference.registry import FACTORIES, MethodSpec, register
 
 
@@ -121,13 +123,13 @@ class OracleProposer(Proposer):
         # Generated-token index of block position j: positions - prompt_len.
         index = rnd.positions[:, 1:] - self._prompt_len[rnd.req_rows][:, None]
         index = index.clamp_(0, self._drafts.shape[1] - 1)
-        drafts = self._drafts[rnd.req_rows[:, None], index, self._cols]
+        drafts = self._drafts[rnd.req_rows[:, None], index, self._cols[: index.shape[1]]]
         return Proposal(torch.cat([rnd.verified_id.view(bs, 1), drafts], dim=1))
 
 
 @register("oracle")
 def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, shadow=None,
-           streams=None):
+           streams=None, blocks=None):
     if tau is not None and survival is not None:
         raise ValueError("give tau or survival, not both")
     if shadow is True:
@@ -147,4 +149,6 @@ def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, sh
             raise ValueError("method 'oracle' needs the prompts (BuildContext) or streams")
         streams = generate(target, [list(p) for p in context.prompts],
                            max_new_tokens=context.max_new_tokens).tokens
-    return OracleProposer(streams, block, survival, seed=seed, shadow=shadow)
+    proposer = OracleProposer(streams, block, survival, seed=seed, shadow=shadow)
+    proposer.verify_blocks = verify_blocks(blocks, block)
+    return proposer

@@ -627,6 +627,22 @@ MUTATIONS = [
         why="a bs-16 decode (128 programs) loses its 64-key steps",
     ),
     dict(
+        name="engine-verify-block-schedule-ignored",
+        file="reference/engine.py",
+        original="block = self.proposer.block_at(batch.req_rows.numel()) if self.proposer else 1",
+        replacement="block = self.block",
+        tests=["tests/reference/test_verify_blocks.py"],
+        why="a large batch verifies the full block whatever its verify_blocks say",
+    ),
+    dict(
+        name="dflash-draft-over-the-full-block",
+        file="reference/dflash.py",
+        original="kv_lens = rnd.prefix_lens + rnd.block_ids.shape[1]",
+        replacement="kv_lens = rnd.prefix_lens + self.block_size",
+        tests=["tests/reference/test_verify_blocks.py"],
+        why="a short block's draft attends over slots past the block",
+    ),
+    dict(
         name="attn-unmasked-rule-off",
         file="kernels/paged_attention/rules.py",
         original="return UNMASKED_BODY if UNMASKED_BODY is not None else tree",

@@ -61,6 +61,22 @@ def test_block_sizes_run_side_by_side_against_the_same_ar(capsys):
     assert r["args"]["block_sizes"] == [4, 8]
 
 
+def test_verify_blocks_reach_the_default_oracle(capsys):
+    """--verify-blocks 2:3 at B = 8: the batch of 2 verifies 3 tokens a round while both
+    requests live and 8 once one is done, so the tau stays under what B = 8 alone draws
+    (the same oracle seed) and the tokens stay AR's."""
+    from reference.bench import main
+
+    args = ["--preset", "tiny", "--device", "cpu", "--batch-sizes", "2", "--prompt-len", "6",
+            "--new-tokens", "24", "--block-size", "8", "--tau", "6", "--hf-new-tokens", "0"]
+    full = main(args)["rows"][0]
+    short = main(args + ["--verify-blocks", "2:3"])["rows"][0]
+    capsys.readouterr()
+    assert short["lossless"] and short["dflash_lookahead_same_tokens"]
+    assert short["tau"] < full["tau"]
+    assert short["request_rounds_mean"] > full["request_rounds_mean"]
+
+
 def test_full_batch_rate_counts_the_rounds_every_request_is_live():
     """Two requests of 3 and 4 rounds, walls 1, 1, 1, 0.5 s: the first 3 rounds have both
     live, committing 3 + 4 + 5 and 2 + 2 + 2 tokens, 18 in 3 s. A round launched after a
