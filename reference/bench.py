@@ -14,7 +14,8 @@ request is live, what a server that refills its slots would approach without pre
 Batch-1 AR is compared with the 263 tok/s bound of streaming the weights at the measured
 4.30 TB/s. `--block-size 8,10,16` runs DFlash at each B side by side against the same AR
 runs (the verify block's cost against tau at a batch size; `oracle_tau`);
-`--verify-blocks 16:10` verifies blocks of 10 in rounds of at least 16 rows and B below.
+`--verify-schedule '[[1,15,15],[16,1024,9]]'` verifies blocks of 10 in rounds of 16 or more
+live requests and B = 16 below.
 Prints a table, then one JSON line; --out writes the JSON too.
 
 The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.
@@ -128,7 +129,8 @@ def _method_row(target, drafter, block: int, prompts, args, ar, ahead, tau: floa
     # the default oracle corrupts drafts with a seed per batch size
     method = args.method or (f"oracle:tau={tau},block_size={block},shadow=true,"
                              f"seed={len(prompts)}"
-                             + (f",blocks={args.verify_blocks}" if args.verify_blocks else ""))
+                             + (f",verify_schedule={args.verify_schedule}"
+                                if args.verify_schedule else ""))
     generate(target, prompts, proposer=build(method, target, context), max_new_tokens=new)
     spec = generate(target, prompts, proposer=build(method, target, context),
                     max_new_tokens=new)
@@ -183,9 +185,9 @@ def main(argv=None) -> dict:
     p.add_argument("--block-size", default="16",
                    help="B of the shared drafter; a list (e.g. 8,10,16) runs each B side by "
                         "side against the same AR runs")
-    p.add_argument("--verify-blocks", default=None,
-                   help="the default oracle's verify block by batch size, e.g. 16:10/64:6 "
-                        "(Proposer.verify_blocks)")
+    p.add_argument("--verify-schedule", default=None,
+                   help="the default oracle's drafts by batch size, JSON [lo, hi, K] rows, "
+                        "e.g. [[1,15,15],[16,1024,9]] (Proposer.verify_schedule)")
     p.add_argument("--tau", type=float, default=6.5, help="the default oracle's mean commit "
                    "length at the largest B (smaller B: its geometric curve cut to B)")
     p.add_argument("--method", default=None,

@@ -129,7 +129,7 @@ class DFlashProposer(Proposer):
                      None)
 
     def propose(self, rnd: Round) -> Proposal:
-        """Drafts the round's block, as wide as `rnd.block_ids` (`verify_blocks`)."""
+        """Drafts the round's block, as wide as `rnd.block_ids` (`verify_schedule`)."""
         kv_lens = rnd.prefix_lens + rnd.block_ids.shape[1]
         args = (rnd.block_ids, rnd.positions, rnd.cache_loc, rnd.req_rows, kv_lens)
         drafts = self.graphs.run(("draft", self.graph_key), self._draft, *args)

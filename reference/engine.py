@@ -181,7 +181,8 @@ class Engine:
         mark = clock.mark if clock is not None else (lambda: None)
         if self.proposer is not None and self.proposer.owns_round:
             return self._owned_round(batch, mark, on_publish)
-        block = self.proposer.block_at(batch.req_rows.numel()) if self.proposer else 1
+        block = (self.proposer.block_at(batch.live or batch.req_rows.numel())
+                 if self.proposer else 1)
         block_ids, positions, cache_loc = ops.prepare_block(
             batch.verified_id, batch.prefix_lens, batch.req_rows, self.pool.req_to_token,
             block_size=block, mask_token_id=self.proposer.mask_token_id

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import torch
 
+from common.batch_schedule import Schedule, drafts_for, parse_schedule
 from reference.kv_pool import KVPool, KVShape
 from reference.model import Target
 from reference.verify import Sampling
@@ -53,12 +54,12 @@ class Proposer:
     Attributes:
         block_size: B, tokens verified per round (anchor included); the most a round
             verifies, and what the engine reserves KV slots for.
-        verify_blocks: ((bs_1, B_1), (bs_2, B_2), ...), bs ascending, each B_i in
-            [2, block_size]: a round of a padded batch of at least bs_i rows verifies
-            blocks of B_i (the last such entry); below bs_1, block_size (`block_at`). Only
-            proposers whose `propose` drafts the width of `Round.block_ids` take it (DFlash's
-            chain, the oracle): a large batch verifies fewer tokens for a smaller loss of
-            tau.
+        verify_schedule: drafts per request by the batch's live requests, vLLM's `[lo, hi,
+            K]` rows (common/batch_schedule.py, as the simulator's spec.verify_schedule): a
+            round of n live requests verifies min(K(n) + 1, block_size) tokens (`block_at`);
+            None: block_size always. Only proposers whose `propose` drafts the width of
+            `Round.block_ids` take it (DFlash's chain, the oracle): a large batch verifies
+            fewer tokens for a smaller loss of tau.
         mask_token_id: id `prepare_block` writes at block positions 1..B-1.
         target_layer_ids: target layers whose outputs the engine captures (prefill, verify).
         draft_kv: K/V geometry the shared pool must hold for the proposer, or None.
@@ -73,7 +74,7 @@ class Proposer:
     """
 
     block_size: int = 1
-    verify_blocks: tuple[tuple[int, int], ...] = ()
+    verify_schedule: Schedule | None = None
     mask_token_id: int = 0
     target_layer_ids: tuple[int, ...] = ()
     draft_kv: KVShape | None = None
@@ -84,13 +85,11 @@ class Proposer:
     def graph_key(self) -> Hashable:
         return id(self)
 
-    def block_at(self, bs: int) -> int:
-        """The block a round of `bs` padded rows verifies (`verify_blocks`)."""
-        block = self.block_size
-        for at, b in self.verify_blocks:
-            if bs >= at:
-                block = b
-        return block
+    def block_at(self, n: int) -> int:
+        """The block a round of `n` live requests verifies (`verify_schedule`)."""
+        if self.verify_schedule is None:
+            return self.block_size
+        return min(drafts_for(self.verify_schedule, n) + 1, self.block_size)
 
     def bind(self, target: Target, pool: KVPool, graphs, sampling: Sampling = GREEDY,
              gen: torch.Generator | None = None) -> None:
@@ -125,22 +124,15 @@ class Proposer:
         return {}
 
 
-def verify_blocks(text: str | None, block_size: int) -> tuple[tuple[int, int], ...]:
-    """`verify_blocks` from a method option: "16:10/64:6" (from a padded batch of 16 rows,
-    blocks of 10; from 64, of 6); None or "" for none. Raises ValueError on a malformed
-    entry, a block outside [2, block_size] or batch sizes not ascending."""
-    if not text:
-        return ()
-    try:
-        pairs = tuple(tuple(int(v) for v in item.split(":")) for item in str(text).split("/"))
-    except ValueError:
-        pairs = ((),)
-    if any(len(pair) != 2 for pair in pairs):
-        raise ValueError(f"blocks={text!r}: expected BS:B entries joined by '/', e.g. 16:10/64:6")
-    sizes = [at for at, _ in pairs]
-    if sizes != sorted(set(sizes)) or sizes[0] < 1:
-        raise ValueError(f"blocks={text!r}: batch sizes must be >= 1 and ascending")
-    for at, b in pairs:
-        if not 2 <= b <= block_size:
-            raise ValueError(f"blocks={text!r}: block {b} at bs {at} outside [2, B={block_size}]")
-    return pairs
+
+def verify_schedule(rows) -> Schedule | None:
+    """A proposer's `verify_schedule` from a method option's `[lo, hi, K]` rows (None: none).
+    Raises ValueError on rows `parse_schedule` refuses, or a K of 0: the engine's rounds
+    verify at least one draft."""
+    if rows is None:
+        return None
+    schedule = parse_schedule(rows)
+    if any(k < 1 for _, _, k in schedule):
+        raise ValueError(f"verify_schedule={[list(r) for r in schedule]}: K = 0 (no "
+                         "speculation) is the simulator's; the engine drafts K >= 1")
+    return schedule

@@ -4,7 +4,8 @@ factory here by name, and every driver builds proposers only through `reference.
 A method is named by a `MethodSpec`: its registered name and its options (a drafter folder,
 a block size, an oracle's tau, a self-speculative stride, ...). Its text form, used by the
 command lines, is `name` or `name:key=value,key=value` (values parsed as JSON when they are
-JSON, else kept as strings), e.g. `dflash:path=experiments/zoo/dflash-b16,block_size=8`,
+JSON, lists as tuples, else kept as strings; a list's own commas stay inside its brackets),
+e.g. `dflash:path=experiments/zoo/dflash-b16,block_size=8`,
 `oracle:tau=6.5,block_size=16`, `isd:stride=4`. A factory gets the target, the spec's options
 as keyword arguments and a `BuildContext` (the prompts and generation length, which the oracle
 needs to precompute its streams), and returns a `Proposer`, or None for plain decoding.
@@ -36,12 +37,12 @@ class MethodSpec:
         if not name:
             raise ValueError(f"method spec {text!r}: empty method name")
         options = {}
-        for item in filter(None, rest.split(",")):
+        for item in filter(None, _items(rest)):
             key, eq, value = item.partition("=")
             if not eq or not key:
                 raise ValueError(f"method spec {text!r}: {item!r} is not key=value")
             try:
-                options[key] = json.loads(value)
+                options[key] = _frozen(json.loads(value))
             except json.JSONDecodeError:
                 options[key] = value
         return cls.of(name, **options)
@@ -61,7 +62,26 @@ class MethodSpec:
     def __str__(self) -> str:
         if not self.options:
             return self.name
-        return self.name + ":" + ",".join(f"{k}={v}" for k, v in self.options)
+        return self.name + ":" + ",".join(
+            f"{k}={json.dumps(v, separators=(',', ':')) if isinstance(v, tuple) else v}"
+            for k, v in self.options)
+
+
+def _items(text: str) -> list[str]:
+    """`key=value` items split at the commas outside brackets (a JSON list value keeps
+    its own commas)."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return items + [text[start:]]
+
+
+def _frozen(value: Any) -> Any:
+    """JSON lists as tuples, so a spec stays hashable."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ Options: `path`, a z-lab drafter folder; or `random`, a drafter preset of
 (default: the drafter's); `seed` of the random weights; `weights_of`, a DFlash proposer
 whose loaded drafter to share instead (programmatic: one set of weights, several B);
 `tree_budget` N verifies a tree of N nodes per round instead of the chain, with
-`tree_top_k` candidates per depth (reference/dflash_tree.py); `blocks`, the chain's verify
-block by batch size (e.g. 16:10/64:6: from a padded batch of 16, blocks of 10; from 64, of
-6; `Proposer.verify_blocks`).
+`tree_top_k` candidates per depth (reference/dflash_tree.py); `verify_schedule`, the chain's
+drafts by batch size, `[lo, hi, K]` rows (e.g. [[1,15,15],[16,1024,9]]: 9 drafts, a block
+of 10, from 16 live requests; `Proposer.verify_schedule`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from __future__ import annotations
 from reference.dflash import DFlashProposer
 from reference.dflash_tree import DFlashTreeProposer
 from reference.loaders import load_dflash, random_dflash
-from reference.proposers import verify_blocks
+from reference.proposers import verify_schedule as schedule_of
 from reference.registry import register
 
 
 @register("dflash")
 def dflash(target, context, path=None, random=None, block_size=None, seed=1, weights_of=None,
-           tree_budget=None, tree_top_k=4, blocks=None):
+           tree_budget=None, tree_top_k=4, verify_schedule=None):
     if sum(x is not None for x in (path, random, weights_of)) != 1:
         raise ValueError("method 'dflash' needs exactly one of path=<drafter folder>, "
                          "random=<preset> or weights_of=<DFlash proposer>")
@@ -32,9 +32,9 @@ def dflash(target, context, path=None, random=None, block_size=None, seed=1, wei
     else:
         chain = load_dflash(path, target, block_size=block_size)
     if tree_budget is None:
-        chain.verify_blocks = verify_blocks(blocks, chain.block_size)
+        chain.verify_schedule = schedule_of(verify_schedule)
         return chain
-    if blocks:
-        raise ValueError("method 'dflash': blocks (the chain's verify block by batch size) "
+    if verify_schedule is not None:
+        raise ValueError("method 'dflash': verify_schedule (the chain's drafts by batch size) "
                          "does not apply to a tree (tree_budget)")
     return DFlashTreeProposer(chain.drafter, target, chain.block_size, tree_budget, tree_top_k)

@@ -6,7 +6,7 @@ follows a configured survival curve s_j = P(accept_len >= j). With a `shadow` (a
 proposer) the shadow's work runs every round and its drafts are discarded: the cost of that
 method at the oracle's acceptance. Options: `tau` (a geometric curve of mean commit length
 tau) or `survival` [s_1 .. s_{B-1}]; `block_size` B (default: the shadow's, else 16);
-`blocks`, the verify block by batch size (e.g. 16:10/64:6, `Proposer.verify_blocks`: a
+`verify_schedule`, drafts by batch size (`[lo, hi, K]` rows, `Proposer.verify_schedule`: a
 shorter block keeps the curve's first entries); `seed`;
 `shadow`: true for the build context's shared drafter, or a MethodSpec (or its text) built
 for the same target; `streams`, the greedy continuations when already known (default: the
@@ -24,7 +24,8 @@ from reference.device import to_device
 from reference.generate import generate
 from reference.kv_pool import KVPool
 from reference.model import Target
-from reference.proposers import Proposal, Proposer, Round, verify_blocks
+from reference.proposers import Proposal, Proposer, Round
+from reference.proposers import verify_schedule as schedule_of
 from reference.registry import FACTORIES, MethodSpec, register
 
 
@@ -129,7 +130,7 @@ class OracleProposer(Proposer):
 
 @register("oracle")
 def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, shadow=None,
-           streams=None, blocks=None):
+           streams=None, verify_schedule=None):
     if tau is not None and survival is not None:
         raise ValueError("give tau or survival, not both")
     if shadow is True:
@@ -150,5 +151,5 @@ def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, sh
         streams = generate(target, [list(p) for p in context.prompts],
                            max_new_tokens=context.max_new_tokens).tokens
     proposer = OracleProposer(streams, block, survival, seed=seed, shadow=shadow)
-    proposer.verify_blocks = verify_blocks(blocks, block)
+    proposer.verify_schedule = schedule_of(verify_schedule)
     return proposer

@@ -61,16 +61,16 @@ def test_block_sizes_run_side_by_side_against_the_same_ar(capsys):
     assert r["args"]["block_sizes"] == [4, 8]
 
 
-def test_verify_blocks_reach_the_default_oracle(capsys):
-    """--verify-blocks 2:3 at B = 8: the batch of 2 verifies 3 tokens a round while both
-    requests live and 8 once one is done, so the tau stays under what B = 8 alone draws
-    (the same oracle seed) and the tokens stay AR's."""
+def test_verify_schedule_reaches_the_default_oracle(capsys):
+    """--verify-schedule [[1,1,7],[2,1024,2]] at B = 8: the batch of 2 verifies 3 tokens a
+    round while both requests live and 8 once one is done, so the tau stays under what B = 8
+    alone draws (the same oracle seed) and the tokens stay AR's."""
     from reference.bench import main
 
     args = ["--preset", "tiny", "--device", "cpu", "--batch-sizes", "2", "--prompt-len", "6",
             "--new-tokens", "24", "--block-size", "8", "--tau", "6", "--hf-new-tokens", "0"]
     full = main(args)["rows"][0]
-    short = main(args + ["--verify-blocks", "2:3"])["rows"][0]
+    short = main(args + ["--verify-schedule", "[[1,1,7],[2,1024,2]]"])["rows"][0]
     capsys.readouterr()
     assert short["lossless"] and short["dflash_lookahead_same_tokens"]
     assert short["tau"] < full["tau"]
