@@ -119,7 +119,6 @@ class Engine:
                  sampling: Sampling, seed: int):
         self.target, self.proposer, self.sampling = target, proposer, sampling
         self.pool, self.graphs = rt.pool, rt.graphs
-        self.block = proposer.block_size if proposer else 1
         self.gen = torch.Generator(device=target.device).manual_seed(seed)
         if proposer is not None:
             proposer.bind(target, self.pool, self.graphs, sampling, self.gen)
