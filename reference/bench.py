@@ -9,7 +9,7 @@ DFlash's and the acceptance is controlled. At batch 1 it also times transformers
 efficiency = time inside the draft and verify forwards / round wall time, speedup of DFlash
 over the engine's own AR at the same batch, and the per-round time split. A batch decodes
 until its slowest request ends, so its last rounds run with requests already done; the
-full-batch tok/s (`full_batch_tok_s`) is the rate of the leading rounds in which every
+full-batch tok/s (`bench_report.full_batch_tok_s`) is the rate of the leading rounds in which every
 request is live, what a server that refills its slots would approach without prefills.
 Batch-1 AR is compared with the 263 tok/s bound of streaming the weights at the measured
 4.30 TB/s. `--block-size 8,10,16` runs DFlash at each B side by side against the same AR
@@ -41,7 +41,12 @@ from common import engine_options
 from common.stamps import stamp
 from common.survival import geometric_survival
 from reference.bench_ablate import ablate, print_ablation
-from reference.bench_report import print_result, print_stamp
+from reference.bench_report import (
+    full_batch_split_ms,
+    full_batch_tok_s,
+    print_result,
+    print_stamp,
+)
 from reference.engine import PHASES
 from reference.generate import generate
 from reference.loaders import (
@@ -81,17 +86,6 @@ def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int
         t_prefill, _ = timed(1)
         t_full, tokens = timed(new_tokens + 1)
     return new_tokens / (t_full - t_prefill), tokens
-
-
-def full_batch_tok_s(out, n: int) -> float:
-    """Tokens committed per second over the leading rounds of `out` (a GenerateOutput of n
-    requests) in which all n requests were live: F rounds, the commits of each request's
-    first F rounds over those rounds' wall seconds (`stats["round_times"]`). In overlap
-    rounds a round launched after a request's end counts its time and no tokens."""
-    rounds = out.stats["round_times"]
-    full = next((i for i, r in enumerate(rounds) if r[0] < n), len(rounds))
-    seconds = sum(r[1] for r in rounds[:full])
-    return sum(sum(c[:full]) for c in out.accept_lengths) / max(seconds, 1e-12)
 
 
 def oracle_tau(tau: float, block: int, largest: int) -> float:
@@ -163,6 +157,8 @@ def _method_row(target, drafter, block: int, prompts, args, ar, ahead, tau: floa
         "dflash_lookahead_same_tokens": spec_ahead.tokens == spec.tokens,
         "dflash_full_batch_tok_s": full_batch_tok_s(spec, len(prompts)),
         "dflash_lookahead_full_batch_tok_s": full_batch_tok_s(spec_ahead, len(prompts)),
+        "full_batch_split_ms": full_batch_split_ms(spec, len(prompts)),
+        "full_batch_split_ms_lookahead": full_batch_split_ms(spec_ahead, len(prompts)),
         "split_ms": per_round(s, (*PHASES, "host")),
         # overlap rounds: "host" is the wall per round beyond its device phases (exposed)
         "split_ms_lookahead": per_round(spec_ahead.stats, (*PHASES, "host")),

@@ -1,8 +1,40 @@
-"""The printed report of `python -m reference.bench` (reference/bench.py)."""
+"""What `python -m reference.bench` (reference/bench.py) derives from its runs, and prints:
+the full-batch rate and round split, the table, the JSON line."""
 
 from __future__ import annotations
 
 import json
+
+from reference.engine import PHASES
+
+
+def full_batch_tok_s(out, n: int) -> float:
+    """Tokens committed per second over the leading rounds of `out` (a GenerateOutput of n
+    requests) in which all n requests were live: F rounds, the commits of each request's
+    first F rounds over those rounds' wall seconds (`stats["round_times"]`). In overlap
+    rounds a round launched after a request's end counts its time and no tokens."""
+    rounds = out.stats["round_times"]
+    full = _full_rounds(rounds, n)
+    seconds = sum(r[1] for r in rounds[:full])
+    return sum(sum(c[:full]) for c in out.accept_lengths) / max(seconds, 1e-12)
+
+
+def _full_rounds(rounds: list, n: int) -> int:
+    """F: the leading rounds of `round_times` in which all n requests were live."""
+    return next((i for i, r in enumerate(rounds) if r[0] < n), len(rounds))
+
+
+def full_batch_split_ms(out, n: int) -> dict[str, float]:
+    """The mean ms per round of each phase (PHASES, device time) over the same leading
+    full-batch rounds as `full_batch_tok_s`, and `host`: the rest of their wall. Against
+    the phases replayed alone (reference.bench_phases --batch-size n) it says whether a
+    full round in the run is slower on the device or on the host."""
+    rounds = out.stats["round_times"][: max(_full_rounds(out.stats["round_times"], n), 1)]
+    split = {p: 1e3 * sum(r[2 + i] for r in rounds) / len(rounds)
+             for i, p in enumerate(PHASES)}
+    # overlap rounds: a round's device phases may outlast its wall (as generate's host time)
+    split["host"] = 1e3 * sum(max(r[1] - sum(r[2:]), 0.0) for r in rounds) / len(rounds)
+    return split
 
 
 def print_stamp(r: dict) -> None:
@@ -39,7 +71,9 @@ def print_result(r: dict) -> None:
               f"{text[0]}   "
               f"enqueue sync {text[1]}   overlap {text[2]}   full batch "
               f"{row['dflash_full_batch_tok_s']:.1f} / "
-              f"{row['dflash_lookahead_full_batch_tok_s']:.1f}")
+              f"{row['dflash_lookahead_full_batch_tok_s']:.1f} (its overlap rounds: "
+              + "/".join(f"{v:.2f}" for v in row["full_batch_split_ms_lookahead"].values())
+              + ")")
     bs1 = r["rows"][0]
     print(f"AR bs{bs1['bs']}: {bs1['ar_tok_s'] / r['bound_tok_s']:.1%} (lookahead "
           f"{bs1['ar_lookahead_tok_s'] / r['bound_tok_s']:.1%}, same tokens "

@@ -84,7 +84,7 @@ def test_full_batch_rate_counts_the_rounds_every_request_is_live():
     4 s over the first four rounds and the same 18 + 6 tokens of the longer request."""
     from types import SimpleNamespace
 
-    from reference.bench import full_batch_tok_s
+    from reference.bench_report import full_batch_tok_s
 
     sync = SimpleNamespace(stats={"round_times": [[2, 1.0, 0.5], [2, 1.0, 0.5], [2, 1.0, 0.5],
                                                   [1, 0.5, 0.2]]},
@@ -99,37 +99,19 @@ def test_full_batch_rate_counts_the_rounds_every_request_is_live():
     assert full_batch_tok_s(one, 1) == pytest.approx(10 / 1.0)
 
 
-def test_warm_ups_meet_every_graph_bucket_of_the_timed_runs(monkeypatch, capsys):
-    """Requests finish at ragged rounds, so a batch drops through smaller graph buckets; a
-    bucket first met inside a timed run would pay its CUDA-graph captures there. Each timed
-    run (AR sync and lookahead, the method's sync and lookahead) may only meet padded batch
-    sizes that an earlier run of the same kind (AR or method) already met. The padded size of
-    every round is read from the rounds themselves (Engine.round's DecodeBatch)."""
-    import reference.bench as bench
-    from reference.engine import Engine
+def test_full_batch_split_averages_the_same_rounds():
+    """Rounds [live, wall, draft, verify, accept, inject]: the first two have both requests
+    live, (1.0 s: 0.2, 0.6, 0.05, 0.05) and (0.8 s: 0.3, 0.6, 0.05, 0.05), whose device
+    phases outlast its wall (an overlap round: host 0, not negative); the third, one.
+    Per full round: draft 250 ms, verify 600, accept 50, inject 50, host (100 + 0) / 2."""
+    from types import SimpleNamespace
 
-    runs = []  # (kind, padded batch sizes of its rounds)
-    real_round, real_generate = Engine.round, bench.generate
+    from reference.bench_report import full_batch_split_ms
 
-    def spy_round(self, batch, *args, **kwargs):
-        runs[-1][1].add(batch.req_rows.numel())
-        return real_round(self, batch, *args, **kwargs)
-
-    def spy_generate(target, prompts, **kwargs):
-        runs.append(("ar" if kwargs.get("proposer") is None else "method", set()))
-        return real_generate(target, prompts, **kwargs)
-
-    monkeypatch.setattr(Engine, "round", spy_round)
-    monkeypatch.setattr(bench, "generate", spy_generate)
-    r = bench.main(["--preset", "tiny", "--device", "cpu", "--batch-sizes", "4",
-                    "--prompt-len", "6", "--new-tokens", "40", "--block-size", "4",
-                    "--tau", "2.5", "--hf-new-tokens", "0"])
-    capsys.readouterr()
-    assert r["rows"][0]["request_rounds_mean"] < r["rows"][0]["request_rounds_max"]
-    timed = runs[1:]  # the first run sizes the pool (one request)
-    assert [kind for kind, _ in timed] == ["ar"] * 3 + ["method"] * 3
-    assert any(len(sizes) > 1 for kind, sizes in timed if kind == "method")  # it shrank
-    for i, (kind, sizes) in enumerate(timed):
-        earlier = set().union(*(s for k, s in timed[:i] if k == kind))
-        if i not in (0, 3):  # not the warm-ups themselves
-            assert sizes <= earlier, f"run {i} ({kind}) met new buckets {sizes - earlier}"
+    out = SimpleNamespace(stats={"round_times": [[2, 1.0, 0.2, 0.6, 0.05, 0.05],
+                                                 [2, 0.8, 0.3, 0.6, 0.05, 0.05],
+                                                 [1, 5.0, 1.0, 1.0, 1.0, 1.0]]})
+    split = full_batch_split_ms(out, 2)
+    assert list(split) == ["draft", "verify", "accept", "inject", "host"]
+    for key, ms in dict(draft=250, verify=600, accept=50, inject=50, host=50).items():
+        assert split[key] == pytest.approx(ms), key
