@@ -9,8 +9,9 @@ DFlash's and the acceptance is controlled. At batch 1 it also times transformers
 efficiency = time inside the draft and verify forwards / round wall time, speedup of DFlash
 over the engine's own AR at the same batch, and the per-round time split. A batch decodes
 until its slowest request ends, so its last rounds run with requests already done; the
-full-batch tok/s (`bench_report.full_batch_tok_s`) is the rate of the leading rounds in which every
-request is live, what a server that refills its slots would approach without prefills.
+full-batch tok/s (`bench_report.full_batch_tok_s`) is the rate of the leading rounds in
+which every request is live, what a server that refills its slots would approach without
+prefills; `full_batch_split_ms` splits those rounds by phase.
 Batch-1 AR is compared with the 263 tok/s bound of streaming the weights at the measured
 4.30 TB/s. `--block-size 8,10,16` runs DFlash at each B side by side against the same AR
 runs (the verify block's cost against tau at a batch size; `oracle_tau`);
