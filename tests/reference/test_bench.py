@@ -115,3 +115,39 @@ def test_full_batch_split_averages_the_same_rounds():
     assert list(split) == ["draft", "verify", "accept", "inject", "host"]
     for key, ms in dict(draft=250, verify=600, accept=50, inject=50, host=50).items():
         assert split[key] == pytest.approx(ms), key
+
+
+def test_warm_ups_meet_every_graph_bucket_of_the_timed_runs(monkeypatch, capsys):
+    """Requests finish at ragged rounds, so a batch drops through smaller graph buckets; a
+    bucket first met inside a timed run would pay its CUDA-graph captures there. Each timed
+    run (AR sync and lookahead, the method's sync and lookahead) may only meet padded batch
+    sizes that an earlier run of the same kind (AR or method) already met. The padded size of
+    every round is read from the rounds themselves (Engine.round's DecodeBatch)."""
+    import reference.bench as bench
+    from reference.engine import Engine
+
+    runs = []  # (kind, padded batch sizes of its rounds)
+    real_round, real_generate = Engine.round, bench.generate
+
+    def spy_round(self, batch, *args, **kwargs):
+        runs[-1][1].add(batch.req_rows.numel())
+        return real_round(self, batch, *args, **kwargs)
+
+    def spy_generate(target, prompts, **kwargs):
+        runs.append(("ar" if kwargs.get("proposer") is None else "method", set()))
+        return real_generate(target, prompts, **kwargs)
+
+    monkeypatch.setattr(Engine, "round", spy_round)
+    monkeypatch.setattr(bench, "generate", spy_generate)
+    r = bench.main(["--preset", "tiny", "--device", "cpu", "--batch-sizes", "4",
+                    "--prompt-len", "6", "--new-tokens", "40", "--block-size", "4",
+                    "--tau", "2.5", "--hf-new-tokens", "0"])
+    capsys.readouterr()
+    assert r["rows"][0]["request_rounds_mean"] < r["rows"][0]["request_rounds_max"]
+    timed = runs[1:]  # the first run sizes the pool (one request)
+    assert [kind for kind, _ in timed] == ["ar"] * 3 + ["method"] * 3
+    assert any(len(sizes) > 1 for kind, sizes in timed if kind == "method")  # it shrank
+    for i, (kind, sizes) in enumerate(timed):
+        earlier = set().union(*(s for k, s in timed[:i] if k == kind))
+        if i not in (0, 3):  # not the warm-ups themselves
+            assert sizes <= earlier, f"run {i} ({kind}) met new buckets {sizes - earlier}"
