@@ -78,16 +78,12 @@ def _paired(bench: Bench, rows: list[int], kv: int, budget: int, pairs: int) -> 
     (chain, tree, chain, tree, ...: each `Bench.seconds`, a median of its reps) from two CUDA
     graphs captured once: a drift of the device's clocks or load over the run reaches both
     sides of a pair alike. Returns the pairs' ratios and their median, min and max."""
-    runs = []
-    for tokens, n in ((16, None), (budget, budget)):
-        fn, *inputs = _forward_call(bench, rows, tokens, kv, n)
-        cache = GraphCache(bench.dev)
-        runs.append(lambda cache=cache, fn=fn, inputs=inputs: cache.run("pairs", fn, *inputs))
-        runs[-1]()  # capture
+    chain, tree = (bench.replay(*_forward_call(bench, rows, tokens, kv, n))
+                   for tokens, n in ((16, None), (budget, budget)))
     ratios = []
     for _ in range(pairs):
-        chain = bench.seconds(runs[0])
-        ratios.append(bench.seconds(runs[1]) / chain)
+        before = bench.seconds(chain)
+        ratios.append(bench.seconds(tree) / before)
     return {"ratios": ratios, "median": statistics.median(ratios), "min": min(ratios),
             "max": max(ratios)}
 

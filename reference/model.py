@@ -139,8 +139,7 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     gemv = triton_gemv and bs * t <= ops.GEMV_MAX_ROWS
     if delta is not None:
         x = x + delta
-    h = rms_norm(x, w.input_norm, eps)
-    qkv = _linear(h, w.wqkv, gemv, gemv_tuning, pdl)
+    qkv = _linear(rms_norm(x, w.input_norm, eps), w.wqkv, gemv, gemv_tuning, pdl)
     if fused_qk:
         q = ops.qk_norm_rope_write(qkv.reshape(bs * t, -1), w.q_norm, w.k_norm,
                                    cos_sin.reshape(bs * t, d), cache_loc, k_pool, v_pool,

@@ -124,7 +124,7 @@ class Proposer:
         return {}
 
 
-def verify_schedule(rows) -> Schedule | None:
+def parse_verify_schedule(rows) -> Schedule | None:
     """A proposer's `verify_schedule` from a method option's `[lo, hi, K]` rows (None: none).
     Raises ValueError on rows `parse_schedule` refuses, or a K of 0: the engine's rounds
     verify at least one draft."""

@@ -142,10 +142,15 @@ class Bench:
 
     def graphed(self, fn, *inputs: torch.Tensor) -> float:
         """Seconds of fn(*inputs) replayed from a CUDA graph (eager on the CPU)."""
+        return self.seconds(self.replay(fn, *inputs))
+
+    def replay(self, fn, *inputs: torch.Tensor):
+        """A zero-argument replay of fn(*inputs) from its own CUDA graph (eager on the CPU),
+        captured now (after its warm-up calls, with one replay); `seconds` warms further."""
         cache = GraphCache(self.dev)
         run = lambda: cache.run("calibration", fn, *inputs)  # noqa: E731
-        run()  # capture (after its warm-up calls) and one replay; seconds warms further
-        return self.seconds(run)
+        run()
+        return run
 
     def _tensor(self, values) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.int64, device=self.dev)

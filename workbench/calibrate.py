@@ -84,14 +84,19 @@ def _nested(a: np.ndarray) -> list:
     return np.where(np.isfinite(a), a, None).tolist()
 
 
+def _contexts(g: dict, max_pos: int) -> tuple[list[int], list[int]]:
+    """The grid's target and draft contexts that fit below the model's max position."""
+    return ([v for v in g["kv"] if v + max(g["q"]) + 16 <= max_pos],
+            [v for v in g["draft_kv"] if v + max(g["blocks"]) + 16 <= max_pos])
+
+
 def _bench(name: str, g: dict, args):
     """(Bench, max position) of one model: its weights, drafters and KV pool."""
     from reference.loaders import preset_config
     from workbench.calib_gpu import Bench
 
     max_pos = preset_config(name).max_position
-    kv = [v for v in g["kv"] if v + max(g["q"]) + 16 <= max_pos]
-    dkv = [v for v in g["draft_kv"] if v + max(g["blocks"]) + 16 <= max_pos]
+    kv, dkv = _contexts(g, max_pos)
     ctx = max(kv + dkv + [g["prompt"] + g["new"]]) + 64
     return Bench(name, device=args.device, blocks=g["blocks"], context_len=ctx,
                  max_requests=max(g["n"] + g["host_n"]), reps=g["reps"],
@@ -129,8 +134,7 @@ def prefill_into(base: dict, g: dict, args) -> dict:
 def measure_model(name: str, g: dict, args) -> dict:
     """Every table, held-out point and host run of one model."""
     bench, max_pos = _bench(name, g, args)
-    kv = [v for v in g["kv"] if v + max(g["q"]) + 16 <= max_pos]
-    dkv = [v for v in g["draft_kv"] if v + max(g["blocks"]) + 16 <= max_pos]
+    kv, dkv = _contexts(g, max_pos)
     q = sorted({*g["q"], bench.own_block})
     blocks = sorted(bench.drafters)
     tables, held = {}, {}

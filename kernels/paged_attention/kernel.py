@@ -52,6 +52,17 @@ from kernels.pdl import launch_options, pdl_enter, use_pdl
 
 
 @triton.jit
+def _rows(at, mask, CHECKED: tl.constexpr):
+    """K or V rows at `at`, zero where `mask` is off when CHECKED; else every address is
+    in range and the load takes no predicate."""
+    if CHECKED:
+        rows = tl.load(at, mask=mask, other=0.0)
+    else:
+        rows = tl.load(at)
+    return rows
+
+
+@triton.jit
 def _key_step(start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, tree_ptr, req,
               h, b, t, pos, pos0, row_ok, d, d_ok, T, window, sm_scale, sk_s, sk_h, sv_s, sv_h,
               st_r, stree_b, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, TREE: tl.constexpr,
@@ -75,15 +86,9 @@ def _key_step(start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, t
         kv_mask = d_ok[None, :]
     k_at = k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :]
     v_at = v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :]
-    if MASKED or not FULL_D:
-        k = tl.load(k_at, mask=kv_mask, other=0.0)
-    else:
-        k = tl.load(k_at)
+    k = _rows(k_at, kv_mask, MASKED or not FULL_D)
     if EARLY:
-        if MASKED or not FULL_D:
-            v = tl.load(v_at, mask=kv_mask, other=0.0)
-        else:
-            v = tl.load(v_at)
+        v = _rows(v_at, kv_mask, MASKED or not FULL_D)
         wn = w + BLOCK_N
         slot_next = tl.load(table_ptr + req * st_r + wn, mask=wn < hi, other=0).to(tl.int64)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * sm_scale
@@ -103,10 +108,7 @@ def _key_step(start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, t
     p = tl.exp(s - m_new[:, None])
     alpha = tl.exp(m_i - m_new)
     if not EARLY:
-        if MASKED or not FULL_D:
-            v = tl.load(v_at, mask=kv_mask, other=0.0)
-        else:
-            v = tl.load(v_at)
+        v = _rows(v_at, kv_mask, MASKED or not FULL_D)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     l_i = l_i * alpha + tl.sum(p, axis=1)
     return acc, m_new, l_i, slot_next

@@ -15,7 +15,7 @@ from __future__ import annotations
 from reference.dflash import DFlashProposer
 from reference.dflash_tree import DFlashTreeProposer
 from reference.loaders import load_dflash, random_dflash
-from reference.proposers import verify_schedule as schedule_of
+from reference.proposers import parse_verify_schedule
 from reference.registry import register
 
 
@@ -32,7 +32,7 @@ def dflash(target, context, path=None, random=None, block_size=None, seed=1, wei
     else:
         chain = load_dflash(path, target, block_size=block_size)
     if tree_budget is None:
-        chain.verify_schedule = schedule_of(verify_schedule)
+        chain.verify_schedule = parse_verify_schedule(verify_schedule)
         return chain
     if verify_schedule is not None:
         raise ValueError("method 'dflash': verify_schedule (the chain's drafts by batch size) "

@@ -24,8 +24,7 @@ from reference.device import to_device
 from reference.generate import generate
 from reference.kv_pool import KVPool
 from reference.model import Target
-from reference.proposers import Proposal, Proposer, Round
-from reference.proposers import verify_schedule as schedule_of
+from reference.proposers import Proposal, Proposer, Round, parse_verify_schedule
 from reference.registry import FACTORIES, MethodSpec, register
 
 
@@ -151,5 +150,5 @@ def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, sh
         streams = generate(target, [list(p) for p in context.prompts],
                            max_new_tokens=context.max_new_tokens).tokens
     proposer = OracleProposer(streams, block, survival, seed=seed, shadow=shadow)
-    proposer.verify_schedule = schedule_of(verify_schedule)
+    proposer.verify_schedule = parse_verify_schedule(verify_schedule)
     return proposer

@@ -12,7 +12,7 @@ from reference.engine import Engine
 from reference.generate import generate
 from reference.loaders import random_target
 from reference.methods import BuildContext, MethodSpec, build
-from reference.proposers import Proposer, verify_schedule
+from reference.proposers import Proposer, parse_verify_schedule
 
 
 def test_block_at_follows_the_schedule():
@@ -20,10 +20,10 @@ def test_block_at_follows_the_schedule():
     requests, 10 from 16, 6 from 64 (and past the table); K + 1 capped at B."""
     p = Proposer()
     p.block_size = 16
-    p.verify_schedule = verify_schedule([[1, 15, 15], [16, 63, 9], [64, 1024, 5]])
+    p.verify_schedule = parse_verify_schedule([[1, 15, 15], [16, 63, 9], [64, 1024, 5]])
     assert [p.block_at(n) for n in (1, 8, 15, 16, 32, 63, 64, 4096)] == [16, 16, 16, 10, 10,
                                                                          10, 6, 6]
-    p.verify_schedule = verify_schedule([[1, 1024, 40]])
+    p.verify_schedule = parse_verify_schedule([[1, 1024, 40]])
     assert p.block_at(3) == 16
     assert Proposer().block_at(64) == 1  # no schedule: the block size
 
@@ -33,11 +33,11 @@ def test_the_option_takes_json_rows_and_refuses_bad_ones():
     assert spec.kwargs == {"tau": 6.5, "seed": 3,
                            "verify_schedule": ((1, 15, 15), (16, 1024, 9))}
     assert MethodSpec.parse(str(spec)) == spec and hash(spec)
-    assert verify_schedule(None) is None
+    assert parse_verify_schedule(None) is None
     with pytest.raises(ValueError, match="K = 0"):
-        verify_schedule([[1, 8, 7], [9, 1024, 0]])
+        parse_verify_schedule([[1, 8, 7], [9, 1024, 0]])
     with pytest.raises(ValueError, match="starts at batch"):
-        verify_schedule([[2, 8, 7]])
+        parse_verify_schedule([[2, 8, 7]])
 
 
 @pytest.fixture(scope="module")
