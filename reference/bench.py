@@ -16,7 +16,8 @@ Batch-1 AR is compared with the 263 tok/s bound of streaming the weights at the 
 4.30 TB/s. `--block-size 8,10,16` runs DFlash at each B side by side against the same AR
 runs (the verify block's cost against tau at a batch size; `oracle_tau`);
 `--verify-schedule '[[1,15,15],[16,1024,9]]'` verifies blocks of 10 in rounds of 16 or more
-live requests and B = 16 below.
+live requests and B = 16 below; schedules joined by ';' ("none": every round at B) run side
+by side against the same AR runs too.
 Prints a table, then one JSON line; --out writes the JSON too.
 
 The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.
@@ -100,8 +101,9 @@ def oracle_tau(tau: float, block: int, largest: int) -> float:
 
 def bench_batch(target, drafters: dict, prompts, args) -> list[dict]:
     """AR, then the method (default DFlash at oracle acceptance) at each block B of
-    `drafters` ({B: drafter}) side by side, at one batch size: one row per B, each carrying
-    the same AR runs. Every run follows a warm-up run as long as the timed ones.
+    `drafters` ({B: drafter}) and each of `args.verify_schedules` side by side, at one batch
+    size: one row per (B, schedule), each carrying the same AR runs. Every run follows a
+    warm-up run as long as the timed ones.
 
     The warm-ups decode as far as the timed runs because requests finish at ragged rounds:
     the batch drops through smaller graph buckets (16 -> 8 -> 4 ...), and each new bucket
@@ -111,21 +113,29 @@ def bench_batch(target, drafters: dict, prompts, args) -> list[dict]:
     generate(target, prompts, max_new_tokens=new)
     ar = generate(target, prompts, max_new_tokens=new)
     ahead = generate(target, prompts, max_new_tokens=new, lookahead=True)
-    return [_method_row(target, drafter, block, prompts, args, ar, ahead,
+    return [_method_row(target, drafter, block, schedule, prompts, args, ar, ahead,
                         oracle_tau(args.tau, block, max(drafters)))
-            for block, drafter in drafters.items()]
+            for block, drafter in drafters.items() for schedule in args.verify_schedules]
 
 
-def _method_row(target, drafter, block: int, prompts, args, ar, ahead, tau: float) -> dict:
-    """The method's sync and lookahead runs at block `block` (after a warm-up) against the
-    AR runs `ar` and `ahead`: one row of the bench."""
+def parse_schedules(text: str | None) -> list[str | None]:
+    """--verify-schedule: JSON schedules joined by ';', "none" for none (every round at B)."""
+    if text is None:
+        return [None]
+    return [None if part.strip().lower() == "none" else part.strip()
+            for part in text.split(";")]
+
+
+def _method_row(target, drafter, block: int, schedule: str | None, prompts, args, ar, ahead,
+                tau: float) -> dict:
+    """The method's sync and lookahead runs at block `block` and verify schedule `schedule`
+    (after a warm-up) against the AR runs `ar` and `ahead`: one row of the bench."""
     new = args.new_tokens
     context = BuildContext(prompts, new, ar.tokens, drafter)
     # the default oracle corrupts drafts with a seed per batch size
     method = args.method or (f"oracle:tau={tau},block_size={block},shadow=true,"
                              f"seed={len(prompts)}"
-                             + (f",verify_schedule={args.verify_schedule}"
-                                if args.verify_schedule else ""))
+                             + (f",verify_schedule={schedule}" if schedule else ""))
     generate(target, prompts, proposer=build(method, target, context), max_new_tokens=new)
     spec = generate(target, prompts, proposer=build(method, target, context),
                     max_new_tokens=new)
@@ -139,6 +149,7 @@ def _method_row(target, drafter, block: int, prompts, args, ar, ahead, tau: floa
     return {
         "bs": len(prompts),
         "block": block,
+        "verify_schedule": schedule,
         "oracle_tau": tau,
         "ar_tok_s": ar.stats["tokens_per_s"],
         "ar_step_ms": 1e3 * ar.stats["decode_s"] / ar.stats["rounds"],
@@ -184,7 +195,8 @@ def main(argv=None) -> dict:
                         "side against the same AR runs")
     p.add_argument("--verify-schedule", default=None,
                    help="the default oracle's drafts by batch size, JSON [lo, hi, K] rows, "
-                        "e.g. [[1,15,15],[16,1024,9]] (Proposer.verify_schedule)")
+                        "e.g. [[1,15,15],[16,1024,9]] (Proposer.verify_schedule); several "
+                        "joined by ';' ('none': every round at B) run side by side")
     p.add_argument("--tau", type=float, default=6.5, help="the default oracle's mean commit "
                    "length at the largest B (smaller B: its geometric curve cut to B)")
     p.add_argument("--method", default=None,
@@ -208,8 +220,9 @@ def main(argv=None) -> dict:
     opts = engine_options.from_args(args)
     sizes = [int(x) for x in args.batch_sizes.split(",")]
     blocks = [int(x) for x in str(args.block_size).split(",")]
-    if args.method and len(blocks) > 1:
-        p.error("--method runs one method: give one --block-size")
+    args.verify_schedules = parse_schedules(args.verify_schedule)
+    if args.method and (len(blocks) > 1 or args.verify_schedule):
+        p.error("--method runs one method: give one --block-size and no --verify-schedule")
     args.block_sizes, args.block_size = blocks, max(blocks)  # --ablate, --profile: largest
     cfg = preset_config(args.preset)
     gen = torch.Generator().manual_seed(0)

@@ -37,6 +37,11 @@ def full_batch_split_ms(out, n: int) -> dict[str, float]:
     return split
 
 
+def _schedule(row: dict) -> str:
+    """The row's verify schedule, as a suffix of its printed lines ('' without one)."""
+    return f"  schedule {row['verify_schedule']}" if row.get("verify_schedule") else ""
+
+
 def print_stamp(r: dict) -> None:
     """The GPU and versions of a bench result."""
     v = r["versions"]
@@ -60,7 +65,8 @@ def print_result(r: dict) -> None:
               f"{row['ar_lookahead_tok_s']:>9.1f} "
               f"{row['dflash_tok_s']:>12.1f} {row.get('dflash_lookahead_tok_s', 0):>7.1f} "
               f"{row['tau']:>5.2f} {row['round_efficiency']:>5.1%} {row['speedup']:>6.2f}x "
-              f"{row['round_ms']:>8.2f}  {split:<42} {row['lossless']}")
+              f"{row['round_ms']:>8.2f}  {split:<42} {row['lossless']}"
+              + _schedule(row))
     print("per round, ms: the split of overlap rounds; the host's time to enqueue each phase "
           "(draft/verify/accept/inject), sync and overlap rounds; DFlash tok/s while every "
           "request is live, sync / overlap")
@@ -73,7 +79,7 @@ def print_result(r: dict) -> None:
               f"{row['dflash_full_batch_tok_s']:.1f} / "
               f"{row['dflash_lookahead_full_batch_tok_s']:.1f} (its overlap rounds: "
               + "/".join(f"{v:.2f}" for v in row["full_batch_split_ms_lookahead"].values())
-              + ")")
+              + ")" + _schedule(row))
     bs1 = r["rows"][0]
     print(f"AR bs{bs1['bs']}: {bs1['ar_tok_s'] / r['bound_tok_s']:.1%} (lookahead "
           f"{bs1['ar_lookahead_tok_s'] / r['bound_tok_s']:.1%}, same tokens "

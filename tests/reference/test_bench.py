@@ -77,6 +77,25 @@ def test_verify_schedule_reaches_the_default_oracle(capsys):
     assert short["request_rounds_mean"] > full["request_rounds_mean"]
 
 
+def test_verify_schedules_run_side_by_side_against_the_same_ar(capsys):
+    """--verify-schedule "none;[[1,1,7],[2,1024,2]]" at B = 8: two rows of the one batch,
+    sharing its AR runs; the row without a schedule draws what B = 8 alone draws (its own
+    run, same oracle seed), the scheduled one the shorter blocks' lower tau."""
+    from reference.bench import main
+
+    args = ["--preset", "tiny", "--device", "cpu", "--batch-sizes", "2", "--prompt-len", "6",
+            "--new-tokens", "24", "--block-size", "8", "--tau", "6", "--hf-new-tokens", "0"]
+    alone = main(args)["rows"][0]
+    rows = main(args + ["--verify-schedule", "none; [[1,1,7],[2,1024,2]]"])["rows"]
+    out = capsys.readouterr().out
+    assert [row["verify_schedule"] for row in rows] == [None, "[[1,1,7],[2,1024,2]]"]
+    assert rows[0]["ar_tokens_head"] == rows[1]["ar_tokens_head"]
+    assert rows[0]["ar_tok_s"] == rows[1]["ar_tok_s"]
+    assert rows[0]["tau"] == alone["tau"] and rows[1]["tau"] < alone["tau"]
+    assert all(row["lossless"] for row in rows)
+    assert "schedule [[1,1,7],[2,1024,2]]" in out
+
+
 def test_full_batch_rate_counts_the_rounds_every_request_is_live():
     """Two requests of 3 and 4 rounds, walls 1, 1, 1, 0.5 s: the first 3 rounds have both
     live, committing 3 + 4 + 5 and 2 + 2 + 2 tokens, 18 in 3 s. A round launched after a
