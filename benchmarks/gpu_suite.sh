@@ -6,7 +6,9 @@
 # mostly its Triton and inductor compiles, which are CPU work, and the machine has 16 cores;
 # tests/conftest.py gives each worker its share of the cores for torch threads and inductor's
 # compile workers; tests marked slow are collected first: they start at once, on one worker
-# that compiles the engine once for all of them); WORKERS=0 runs them in one process. -v
+# that compiles the engine once for all of them; with --dist worksteal, DIST's default, the
+# other workers take that worker's fast tests off it, so the slow ones set the wall);
+# WORKERS=0 runs them in one process. -v
 # names every test as it ends, so a run cut short still says which tests failed
 # (pytest-xdist prints the failures' reports only at the end).
 # Run it alone on the GPU: beside other GPU work its tests run slower and hide the target.
@@ -26,10 +28,13 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 case $part in
   suite)
+    dist=()
+    [ "${WORKERS:-8}" != 0 ] && dist=(--dist "${DIST:-worksteal}")
     start=$(date +%s.%N)
     HYPOTHESIS_PROFILE=gpu timeout 900 python -m pytest tests/kernels tests/reference -v -rfE \
       --test-log "$out/tests.tsv" \
-      -n "${WORKERS:-8}" -p no:cacheprovider --durations=25 >"$out/pytest_gpu.txt" 2>&1
+      -n "${WORKERS:-8}" "${dist[@]}" -p no:cacheprovider --durations=25 \
+      >"$out/pytest_gpu.txt" 2>&1
     rc=$?
     end=$(date +%s.%N)
     python - "$out" "$rc" "$start" "$end" <<'PY'
@@ -45,9 +50,9 @@ text = (out / "pytest_gpu.txt").read_text()
 last = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
 counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)",
                                             last[-1])} if last else {}
-workers = os.environ.get("WORKERS", "8")
+workers, dist = os.environ.get("WORKERS", "8"), os.environ.get("DIST", "worksteal")
 doc = stamp(command=f"HYPOTHESIS_PROFILE=gpu python -m pytest tests/kernels tests/reference "
-                    f"-n {workers}",
+                    f"-n {workers} --dist {dist}",
             wall_s=round(float(sys.argv[4]) - float(sys.argv[3]), 1), exit_status=rc,
             counts=counts)
 (out / "gpu_suite.json").write_text(json.dumps(doc, indent=1) + "\n")
