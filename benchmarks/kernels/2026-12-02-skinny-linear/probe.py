@@ -65,7 +65,6 @@ def main(argv=None) -> dict:
                 result["rows"].append(row)
                 print(f"{name:8} M={m:3} {label:24} {us:7.2f} us  (floor {floor:.2f})")
         del ws
-
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
