@@ -25,8 +25,8 @@ import triton.language as tl
 def pdl_enter(PDL: tl.constexpr):
     """The first statement of a kernel that may be PDL-launched (PDL: it is)."""
     if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
 
 
 @functools.cache

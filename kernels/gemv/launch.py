@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.gemv.shared import GemvConfig, accumulate, add_chunk, load_w, m_pad
+from kernels.gemv.shared import GemvConfig, accumulate, m_pad
 from kernels.gemv.split_k import gemv_split_k
 from kernels.pdl import launch_options, pdl_enter, use_pdl
 
@@ -33,9 +33,8 @@ def _gemv_kernel(
     EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, PDL: tl.constexpr,
 ):
     """Grid (cdiv(N, BLOCK_N), cdiv(M, M_PAD)): y (M, N) tile of program (n, m) over all of K.
-    PDL: launched as a programmatic dependent launch (kernels/pdl.py). W does not depend on
-    the kernel before, so then each program loads its first chunk of W before it waits for
-    that kernel: the loads are in flight while it drains."""
+    PDL: launched as a programmatic dependent launch (kernels/pdl.py)."""
+    pdl_enter(PDL)
     pid_n = tl.program_id(0)
     m0 = tl.program_id(1) * M_PAD
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -43,17 +42,8 @@ def _gemv_kernel(
     n_ok = n < N
     m_ok = m < M
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
-    acc = tl.zeros((M_PAD, BLOCK_N), dtype=tl.float32)
-    if PDL:
-        k = tl.arange(0, BLOCK_K)
-        w = load_w(w_rows, k, n_ok, k < K, DOT, EVEN_K and EVEN_N)
-        pdl_enter(PDL)
-        acc = add_chunk(acc, x_ptr, w, k, k < K, m, m0, M, m_ok, s_xm, M_PAD, DOT, IEEE)
-        acc = accumulate(acc, x_ptr, w_rows, m, m0, M, n_ok, m_ok, BLOCK_K, K, s_xm, M_PAD,
-                         BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N)
-    else:
-        acc = accumulate(acc, x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, M_PAD, BLOCK_K,
-                         NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N)
+    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, 0, K, s_xm, M_PAD, BLOCK_N, BLOCK_K,
+                     NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N)
     y_ptrs = y_ptr + m[:, None] * s_ym + n[None, :]
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 

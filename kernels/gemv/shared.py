@@ -42,64 +42,52 @@ class GemvConfig(NamedTuple):
 
 
 @triton.jit
-def load_w(w_rows, k, n_ok, k_ok, DOT: tl.constexpr, EVEN: tl.constexpr):
-    """One BLOCK_K chunk of the program's BLOCK_N rows of W at columns k, evicted first:
-    (BLOCK_K, BLOCK_N), K contiguous, for DOT (the "TN" operand of tl.dot); else
-    (BLOCK_N, BLOCK_K). EVEN: no row past N, no column past the range (unmasked)."""
-    if DOT:
-        ptrs = w_rows[None, :] + k[:, None]
-        if EVEN:
-            return tl.load(ptrs, eviction_policy="evict_first")
-        return tl.load(ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0,
-                       eviction_policy="evict_first")
-    ptrs = w_rows[:, None] + k[None, :]
-    if EVEN:
-        return tl.load(ptrs, eviction_policy="evict_first")
-    return tl.load(ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0,
-                   eviction_policy="evict_first")
-
-
-@triton.jit
-def add_chunk(acc, x_ptr, w, k, k_ok, m, m0, M, m_ok, s_xm, M_PAD: tl.constexpr,
-              DOT: tl.constexpr, IEEE: tl.constexpr):
-    """acc (M_PAD, BLOCK_N) fp32 plus x[:, k] @ the chunk w of `load_w` (same DOT)."""
-    if DOT:
-        x = tl.load(x_ptr + m[:, None] * s_xm + k[None, :],
-                    mask=m_ok[:, None] & k_ok[None, :], other=0.0, eviction_policy="evict_last")
-        if IEEE:  # fp32 inputs (no tf32); or bf16 upcast exactly, for the interpreter
-            acc += tl.dot(x.to(tl.float32), w.to(tl.float32), input_precision="ieee")
-        else:
-            acc += tl.dot(x, w)
-    else:
-        w = w.to(tl.float32)
-        for i in tl.static_range(M_PAD):
-            row = tl.minimum(m0 + i, M - 1)  # rows past M: read row M-1, never stored
-            xi = tl.load(x_ptr + row * s_xm + k, mask=k_ok, other=0.0,
-                         eviction_policy="evict_last").to(tl.float32)
-            part = tl.sum(w * xi[None, :], axis=1)  # (BLOCK_N,)
-            acc += tl.where(tl.arange(0, M_PAD)[:, None] == i, part[None, :], 0.0)
-    return acc
-
-
-@triton.jit
 def accumulate(
-    acc, x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm,
-    M_PAD: tl.constexpr, BLOCK_K: tl.constexpr,
+    x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm,
+    M_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_STAGES: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr,
     EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
 ):
-    """The inner loop of both kernels: acc, the (M_PAD, BLOCK_N) fp32 tile of x @ W^T, plus
-    the sum over K columns [k_lo, k_hi) in BLOCK_K chunks (k_lo a multiple of BLOCK_K; the
-    unsplit kernel walks [0, K), a split-K program its slice). w_rows: the tile's BLOCK_N row
-    starts in W; m, m_ok: its rows of x (from m0) and which are < M; n_ok: which rows of W
-    are < N. EVEN_K and EVEN_N: no chunk runs past k_hi, no row past N (W loads unmasked)."""
+    """The inner loop of both kernels: the (M_PAD, BLOCK_N) fp32 tile of x @ W^T summed over
+    K columns [k_lo, k_hi) in BLOCK_K chunks (k_lo a multiple of BLOCK_K; the unsplit kernel
+    walks [0, K), a split-K program its slice). w_rows: the tile's BLOCK_N row starts in W;
+    m, m_ok: its rows of x (from m0) and which are < M; n_ok: which rows of W are < N. EVEN_K
+    and EVEN_N: no chunk runs past k_hi, no row past N (W loads unmasked)."""
     kk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((M_PAD, BLOCK_N), dtype=tl.float32)
     for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES):
         k = k0 + kk
         k = tl.max_contiguous(tl.multiple_of(k, BLOCK_K), BLOCK_K)
         k_ok = k < k_hi
-        w = load_w(w_rows, k, n_ok, k_ok, DOT, EVEN_K and EVEN_N)
-        acc = add_chunk(acc, x_ptr, w, k, k_ok, m, m0, M, m_ok, s_xm, M_PAD, DOT, IEEE)
+        if DOT:
+            # W^T tile (BLOCK_K, BLOCK_N), K contiguous: the "TN" operand of tl.dot.
+            w_ptrs = w_rows[None, :] + k[:, None]
+            if EVEN_K and EVEN_N:
+                wt = tl.load(w_ptrs, eviction_policy="evict_first")
+            else:
+                wt = tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0,
+                             eviction_policy="evict_first")
+            x = tl.load(x_ptr + m[:, None] * s_xm + k[None, :],
+                        mask=m_ok[:, None] & k_ok[None, :], other=0.0,
+                        eviction_policy="evict_last")
+            if IEEE:  # fp32 inputs (no tf32); or bf16 upcast exactly, for the interpreter
+                acc += tl.dot(x.to(tl.float32), wt.to(tl.float32), input_precision="ieee")
+            else:
+                acc += tl.dot(x, wt)
+        else:
+            w_ptrs = w_rows[:, None] + k[None, :]
+            if EVEN_K and EVEN_N:
+                w = tl.load(w_ptrs, eviction_policy="evict_first")
+            else:
+                w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0,
+                            eviction_policy="evict_first")
+            w = w.to(tl.float32)
+            for i in tl.static_range(M_PAD):
+                row = tl.minimum(m0 + i, M - 1)  # rows past M: read row M-1, never stored
+                xi = tl.load(x_ptr + row * s_xm + k, mask=k_ok, other=0.0,
+                             eviction_policy="evict_last").to(tl.float32)
+                part = tl.sum(w * xi[None, :], axis=1)  # (BLOCK_N,)
+                acc += tl.where(tl.arange(0, M_PAD)[:, None] == i, part[None, :], 0.0)
     return acc
 
 

@@ -79,9 +79,8 @@ def _gemv_split_k_kernel(
     k_lo = split * K_SPLIT
     k_hi = tl.minimum(k_lo + K_SPLIT, K)
     w_rows = w_ptr + n.to(tl.int64) * s_wn  # (BLOCK_N,) row starts
-    acc = accumulate(tl.zeros((M_PAD, BLOCK_N), dtype=tl.float32), x_ptr, w_rows, m, m0, M,
-                     n_ok, m_ok, k_lo, k_hi, s_xm, M_PAD, BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K,
-                     EVEN_N)
+    acc = accumulate(x_ptr, w_rows, m, m0, M, n_ok, m_ok, k_lo, k_hi, s_xm, M_PAD, BLOCK_N,
+                     BLOCK_K, NUM_STAGES, DOT, IEEE, EVEN_K, EVEN_N)
     mn_ok = m_ok[:, None] & n_ok[None, :]
     tile = m[:, None].to(tl.int64) * N + n[None, :]  # (M_PAD, BLOCK_N) offsets in one slice
     tl.store(ws_ptr + split * M * N + tile, acc, mask=mn_ok)
