@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from common.stamps import stamp
-from kernels.timing import graph_us
+from kernels.timing import copy_bandwidth, graph_us
 
 SHAPES = {"wqkv": (6144, 4096), "wo": (4096, 4096), "gate_up": (24576, 4096),
           "down": (4096, 12288)}
@@ -27,12 +27,6 @@ VARIANTS = {
     "(W @ x^T)^T": lambda x, w: torch.mm(w, x.t()).t(),
     "(W @ x^T)^T contiguous": lambda x, w: torch.mm(w, x.t()).t().contiguous(),
 }
-
-
-def copy_tb_s(nbytes: int = 1 << 30) -> float:
-    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    return 2 * nbytes / graph_us(lambda: b.copy_(a), calls=10).p50 / 1e6
 
 
 def _cycling(fn, x: torch.Tensor, ws: list[torch.Tensor]):
@@ -47,7 +41,7 @@ def main(argv=None) -> dict:
     p.add_argument("--rows", default="16,32,64")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
-    bw = copy_tb_s()
+    bw = copy_bandwidth() / 1e12
     result = stamp(args=vars(args), copy_tb_s=bw, rows=[])
     print(f"copy bandwidth {bw:.2f} TB/s")
     for name, (n, k) in SHAPES.items():
