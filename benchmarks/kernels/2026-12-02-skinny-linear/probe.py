@@ -4,7 +4,8 @@ A tree verify at batch 1 runs its projections at 64 rows, where cuBLAS picks a s
 kernel plus a reduction for down (4096 x 12288). The transposed call, W (N, K) @ x^T (K, M),
 puts N on the output's long side and may take another kernel. Each row: `graph_us` of one
 call per weight copy, cycling over enough copies that no weight stays in L2 (50 MB), against
-the weight bytes at the copy bandwidth measured in the same process.
+the weight bytes at the copy bandwidth measured in the same process (a row faster than that
+floor is a timing bug and stops the probe).
 
     PYTHONPATH=. python benchmarks/kernels/2026-12-02-skinny-linear/probe.py --out probe.json
 """
@@ -55,6 +56,9 @@ def main(argv=None) -> dict:
                                            atol=1.0)
                 us = graph_us(_cycling(fn, x, ws), calls=copies * 4).p50
                 floor = n * k * 2 / bw / 1e6
+                if us < 0.98 * floor:  # faster than the weights can stream: a timing bug
+                    raise RuntimeError(f"{name} M={m} {label}: {us:.2f} us is under the "
+                                       f"{floor:.2f} us of streaming W at {bw:.2f} TB/s")
                 row = dict(proj=name, m=m, variant=label, us=us, floor_us=floor)
                 result["rows"].append(row)
                 print(f"{name:8} M={m:3} {label:24} {us:7.2f} us  (floor {floor:.2f})")
