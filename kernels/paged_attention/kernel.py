@@ -81,8 +81,9 @@ def _key_step(start, hi, q, acc, m_i, l_i, slot_next, k_ptr, v_ptr, table_ptr, t
         slot = tl.load(table_ptr + req * st_r + w, mask=w_ok, other=0).to(tl.int64)
     else:
         slot = tl.load(table_ptr + req * st_r + w).to(tl.int64)
-    kv_mask = w_ok[:, None] & d_ok[None, :]
-    if not MASKED:
+    if MASKED:
+        kv_mask = w_ok[:, None] & d_ok[None, :]
+    else:
         kv_mask = d_ok[None, :]
     k_at = k_ptr + slot[:, None] * sk_s + h * sk_h + d[None, :]
     v_at = v_ptr + slot[:, None] * sv_s + h * sv_h + d[None, :]
