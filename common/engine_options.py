@@ -82,6 +82,11 @@ class EngineOptions:
     """Prefill through the torch.compile'd layer (dynamic shapes) instead of the eager one,
     to cut the host's launch cost of long prefills; off until it measures better."""
 
+    graphed_decode: bool = True
+    """Plain greedy decoding runs each step's prepare_block, forward, argmax and outputs as
+    one CUDA graph (Engine.round) instead of the forward's graph amid eager launches; the
+    same kernels of the forward, so the same tokens. Sampling keeps the eager sampler."""
+
     fused_commit: bool = False
     """At greedy, a round's acceptance and the proposer's commit (DFlash: the draft-KV
     injection) run inside the verify CUDA graph, for proposers whose commit is device work

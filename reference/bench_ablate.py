@@ -44,7 +44,8 @@ from common.engine_options import EngineOptions
 from reference.generate import generate
 
 OFF = dict(fused_qk=False, triton_gemv=False, triton_gemv_gate_up=False, unsplit_width=0,
-           fused_merge=False, deferred_residual=False, compile_dynamic=True, pdl=False)
+           fused_merge=False, deferred_residual=False, compile_dynamic=True, pdl=False,
+           graphed_decode=False)
 RULE = -1  # stands for the ablation's unsplit width in VARIANTS
 # (name, the fields turned on over OFF)
 VARIANTS = (
@@ -62,6 +63,8 @@ VARIANTS = (
                                   compile_dynamic=False)),
     ("qk+gemv+defer+static+pdl", dict(fused_qk=True, triton_gemv=True, deferred_residual=True,
                                       compile_dynamic=False, pdl=True)),
+    ("+graphed step", dict(fused_qk=True, triton_gemv=True, deferred_residual=True,
+                           compile_dynamic=False, pdl=True, graphed_decode=True)),
 )
 
 
@@ -88,7 +91,7 @@ def decode_graph_ms(target, reps: int = 50) -> float | None:
     Replaying rewrites the K/V of the last step's slots, which belong to no live request.
     """
     graphs = [e[0] for k, e in target.runtime.graphs._graphs.items()
-              if k[0] == ("decode",) and e[0] is not None]
+              if k[0][0] == "decode" and e[0] is not None]
     if not graphs:
         return None
     graph = graphs[0]
@@ -104,11 +107,15 @@ def decode_graph_ms(target, reps: int = 50) -> float | None:
 
 
 def run_variant(target, prompt: list[int], new_tokens: int) -> dict:
-    """A warm-up (compile, capture) and a timed bs-1 AR generate on `target` as it is."""
+    """A warm-up (compile, capture), then timed bs-1 AR generates on `target` as it is:
+    sync and with lookahead."""
     generate(target, [prompt], max_new_tokens=4)
     ar = generate(target, [prompt], max_new_tokens=new_tokens)
+    ahead = generate(target, [prompt], max_new_tokens=new_tokens, lookahead=True)
     s = ar.stats
     return {"tok_s": s["tokens_per_s"], "step_ms": 1e3 * s["decode_s"] / s["rounds"],
+            "tok_s_lookahead": ahead.stats["tokens_per_s"],
+            "same_tokens_lookahead": ahead.tokens == ar.tokens,
             "gpu_step_ms": decode_graph_ms(target) if target.device.type == "cuda" else None,
             "tokens_head": ar.tokens[0][:16]}
 
@@ -132,6 +139,7 @@ def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
         gpu = [x["gpu_step_ms"] for x in r if x["gpu_step_ms"] is not None]
         rows.append({"variant": name, "engine_options": opts.asdict(),
                      "tok_s": statistics.median(x["tok_s"] for x in r),
+                     "tok_s_lookahead": statistics.median(x["tok_s_lookahead"] for x in r),
                      "step_ms": statistics.median(x["step_ms"] for x in r),
                      "gpu_step_ms": statistics.median(gpu) if gpu else None,
                      "runs": r})
@@ -140,8 +148,9 @@ def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
         row["tok_s_gain"] = row["tok_s"] / base["tok_s"] - 1
         if row["gpu_step_ms"] is not None:
             row["gpu_saving_us"] = 1e3 * (base["gpu_step_ms"] - row["gpu_step_ms"])
-        row["same_tokens_as_first"] = row["runs"][0]["tokens_head"] == \
-            base["runs"][0]["tokens_head"]
+        row["same_tokens_as_first"] = (row["runs"][0]["tokens_head"]
+                                       == base["runs"][0]["tokens_head"]
+                                       and all(x["same_tokens_lookahead"] for x in row["runs"]))
     from kernels.gemv import tune
 
     return {"variants": rows, "unsplit_width": unsplit_width, "table_width": table_width,
@@ -154,13 +163,14 @@ def ablate(target, prompt: list[int], new_tokens: int, unsplit_width: int,
 def print_ablation(a: dict) -> None:
     print(f"AR bs1 ablation: median of {a['repeats']} interleaved runs, {a['new_tokens']} new "
           f"tokens, table width W={a['table_width']}, attention rule W <= {a['unsplit_width']}")
-    print(f"{'variant':<14} {'tok/s':>7} {'gain':>7} {'ms/step':>8} {'GPU ms/step':>11} "
-          f"{'GPU saved us':>12}  same tokens")
+    print(f"{'variant':<14} {'tok/s':>7} {'gain':>7} {'ms/step':>8} {'lookahead':>9} "
+          f"{'GPU ms/step':>11} {'GPU saved us':>12}  same tokens")
     for r in a["variants"]:
         gpu = "-" if r["gpu_step_ms"] is None else f"{r['gpu_step_ms']:.3f}"
         saved = "-" if r["gpu_step_ms"] is None else f"{r['gpu_saving_us']:.0f}"
         print(f"{r['variant']:<14} {r['tok_s']:>7.1f} {r['tok_s_gain']:>+7.1%} "
-              f"{r['step_ms']:>8.3f} {gpu:>11} {saved:>12}  {r['same_tokens_as_first']}")
+              f"{r['step_ms']:>8.3f} {r['tok_s_lookahead']:>9.1f} {gpu:>11} {saved:>12}  "
+              f"{r['same_tokens_as_first']}")
     for key, cfg in a.get("gemv_configs", {}).items():  # the tuned GEMV shapes
         times = a["gemv_tune_us"].get(key, {})
         mine = min((v for k, v in times.items() if k != "cublas" and v == v), default=None)

@@ -19,7 +19,9 @@ phase:
 - its top kernels by device time (torch profiler over `--profile-reps` replays).
 
 A replay writes only the KV slots its recorded call wrote, which belong to a finished
-request by then; nothing decodes after the replays.
+request by then, or (the graphed decode step, EngineOptions.graphed_decode, which looks its
+slot up in the table) slot 0, the padding slot its released row maps to; nothing decodes
+after the replays.
 
     python -m reference.bench_phases --out phases.json          # Qwen3-8B shapes, H200
     python -m reference.bench_phases --batch-size 16 --out p16.json  # a bs-16 round

@@ -64,6 +64,15 @@ def test_phases_are_recorded_timed_and_profiled(tiny):
     assert 1.0 <= r["tau"] <= 8.0
 
 
+@pytest.fixture(autouse=True)
+def checking_pool():
+    """The real KVPool here (overrides conftest's checking one): these tests replay graphs
+    after their requests finished, and the graphed decode step then writes the slot its
+    released row maps to, slot 0 (the padding slot) in the real pool, the trap in the
+    checking one."""
+    yield
+
+
 def test_replays_write_only_the_slots_of_their_recorded_calls(tiny):
     target, drafter = tiny
     prompt = list(range(5, 17))
@@ -82,8 +91,12 @@ def test_replays_write_only_the_slots_of_their_recorded_calls(tiny):
             recorder.replay(kind)
     finally:
         recorder.close()
-    written = torch.cat([inputs[2].reshape(-1)
-                         for _, _, _, inputs, _ in recorder.calls.values()])
+    # draft, verify, inject: the recorded cache_loc (input 2); the decode step (inputs
+    # verified_id, prefix_lens, req_rows, valid): the slot its row's table maps now
+    written = torch.cat([pool.req_to_token[inputs[2], inputs[1]].long() if kind == "decode"
+                         else inputs[2].reshape(-1)
+                         for kind, (_, _, _, inputs, _) in recorder.calls.items()])
+    assert pool.req_to_token[recorder.calls["decode"][3][2]].eq(0).all()  # released
     others = torch.ones(pool.k.shape[1], dtype=torch.bool)  # (layers, slots, nkv, D)
     others[written] = False
     after = (pool.k, pool.v, pool.draft_k, pool.draft_v)

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,
                 deferred_residual=True, draft_kernels=True, unsplit_width=0,
                 fused_merge=False, compile_dynamic=False, pdl=True, compiled_prefill=False,
-                fused_commit=False, gemv_tune=True, gemv_tune_graph=True,
+                graphed_decode=True, fused_commit=False, gemv_tune=True, gemv_tune_graph=True,
                 gemv_cublas_fallback=True)
 
 
@@ -117,6 +117,33 @@ def test_fused_commit_runs_acceptance_and_injection_in_the_verify_step(monkeypat
     assert not calls
 
 
+def test_graphed_decode_runs_each_greedy_step_as_one_call(monkeypatch):
+    """graphed_decode: every plain greedy step is one `_decode_step_fn` call (counted) with
+    the tokens of the eager step, in sync and overlap mode and across a stop token and
+    padded batch rows; sampling keeps the eager sampler."""
+    from reference.engine import Engine
+
+    calls = []
+    real = Engine._decode_step_fn
+    monkeypatch.setattr(Engine, "_decode_step_fn",
+                        lambda self, *a: calls.append(a[0].numel()) or real(self, *a))
+    eager = random_target("tiny", dtype=torch.float32,
+                          options=EngineOptions(graphed_decode=False))
+    kw = dict(max_new_tokens=12, stop_token_ids=(5,))
+    want = generate(eager, _prompts(3), **kw)
+    assert not calls
+    graphed = random_target("tiny", dtype=torch.float32)
+    for lookahead in (False, True):
+        got = generate(graphed, _prompts(3), lookahead=lookahead, check=True, **kw)
+        assert got.tokens == want.tokens and got.accept_lengths == want.accept_lengths
+    assert len(calls) >= 2 * (max(len(t) for t in want.tokens) - 1)
+    assert set(calls) == {4}  # 3 requests padded to the bucket of 4
+    calls.clear()
+    sampled = [generate(t, _prompts(3), temperature=1.0, seed=3, **kw).tokens
+               for t in (eager, graphed)]
+    assert not calls and sampled[0] == sampled[1]
+
+
 def test_attention_switches_reach_every_attention_call(monkeypatch):
     """Target and drafter layers alike pass the target's attention switches to ops."""
     seen = []
@@ -189,8 +216,10 @@ def test_ablation_rows_carry_distinct_options():
     assert len(set(opts.values())) == len(VARIANTS)
     assert opts["all off"] == base.replace(fused_qk=False, triton_gemv=False,
                                            deferred_residual=False, compile_dynamic=True,
-                                           pdl=False)
+                                           pdl=False, graphed_decode=False)
     assert not opts["qk+gemv+defer+static"].compile_dynamic
+    assert opts["+graphed step"] == opts["qk+gemv+defer+static+pdl"].replace(
+        graphed_decode=True)
     assert opts["+attn rule"].unsplit_width == 512
     assert all(not o.gemv_tune_graph for o in opts.values())  # base's tuning kept
     with pytest.raises(ValueError, match="nope"):

@@ -89,6 +89,28 @@ def test_cuda_fused_commit_keeps_tokens_and_rounds(tiny_dir, drafter_dir, dtype)
     fused.runtime.pool.check()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_graphed_decode_step_keeps_tokens(tiny_dir, dtype):
+    """EngineOptions.graphed_decode on CUDA: the whole greedy step (prepare_block, forward,
+    argmax, outputs) is captured as one graph and decodes the eager step's tokens over
+    padded buckets and a stop token, in sync and overlap mode."""
+    from common.engine_options import EngineOptions
+
+    eager = load_target(tiny_dir, device="cuda", dtype=dtype,
+                        options=EngineOptions(graphed_decode=False))
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (5, 9, 3, 12, 1)]
+    kw = dict(max_new_tokens=40, stop_token_ids=(7,))
+    want = generate(eager, prompts, **kw)
+    graphed = eager.with_options(EngineOptions())
+    for lookahead in (False, True):
+        got = generate(graphed, prompts, lookahead=lookahead, **kw)
+        assert got.tokens == want.tokens
+    steps = [e for k, e in graphed.runtime.graphs._graphs.items() if k[0] == ("decode", "step")]
+    assert steps and all(e[0] is not None for e in steps)  # captured, not run eagerly
+    graphed.runtime.pool.check()
+
+
 def test_cuda_second_proposer_over_one_drafter_captures_nothing():
     """The zoo pair, fused commit: a fresh proposer over the first one's drafter replays the
     first one's graphs (draft and verify + commit), with the same tokens and rounds."""
