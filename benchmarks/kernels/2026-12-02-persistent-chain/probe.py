@@ -54,9 +54,11 @@ def _barrier(counter_ptr, target):
 
 @triton.jit
 def _phase(w_ptr, x_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, pid, P,
-           w_first, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+           w_first, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PIPE: tl.constexpr):
     """y[rows] = W[rows] @ x for this program's rows of W (N, K) bf16; x, y fp32.
-    w_first: the (BLOCK_N, BLOCK_K) tile at (first row, k = 0), already loaded."""
+    w_first: the (BLOCK_N, BLOCK_K) tile at (first row, k = 0), already loaded. PIPE: load
+    each tile in its own iteration and leave the pipelining to Triton (num_stages), instead
+    of the hand-written double buffer."""
     r0 = pid * N // P
     r1 = (pid + 1) * N // P
     nkb = K // BLOCK_K
@@ -64,23 +66,35 @@ def _phase(w_ptr, x_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, pid, P,
     rn = tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_N], tl.float32)
-    w_cur = w_first
-    for t in range(0, nrb * nkb):
-        rb = t // nkb
-        kb = t % nkb
-        # the next tile, loaded while this one is used (masked past the program's rows)
-        t1 = t + 1
-        rows1 = r0 + (t1 // nkb) * BLOCK_N + rn
-        w_nxt = tl.load(w_ptr + rows1[:, None].to(tl.int64) * K + (t1 % nkb) * BLOCK_K
-                        + rk[None, :], mask=(rows1 < tl.where(t1 < nrb * nkb, r1, 0))[:, None],
-                        other=0.0, eviction_policy="evict_first")
-        x = tl.load(x_ptr + kb * BLOCK_K + rk, cache_modifier=".cg")
-        acc += tl.sum(w_cur.to(tl.float32) * x[None, :], axis=1)
-        w_cur = w_nxt
-        if kb == nkb - 1:
-            rows = r0 + rb * BLOCK_N + rn
-            tl.store(y_ptr + rows, acc, mask=rows < r1)
-            acc = tl.zeros([BLOCK_N], tl.float32)
+    if PIPE:
+        for t in range(0, nrb * nkb):
+            kb = t % nkb
+            rows = r0 + (t // nkb) * BLOCK_N + rn
+            w = tl.load(w_ptr + rows[:, None].to(tl.int64) * K + kb * BLOCK_K + rk[None, :],
+                        mask=(rows < r1)[:, None], other=0.0, eviction_policy="evict_first")
+            x = tl.load(x_ptr + kb * BLOCK_K + rk, cache_modifier=".cg")
+            acc += tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+            if kb == nkb - 1:
+                tl.store(y_ptr + rows, acc, mask=rows < r1)
+                acc = tl.zeros([BLOCK_N], tl.float32)
+    else:
+        w_cur = w_first
+        for t in range(0, nrb * nkb):
+            rb = t // nkb
+            kb = t % nkb
+            # the next tile, loaded while this one is used (masked past the program's rows)
+            t1 = t + 1
+            rows1 = r0 + (t1 // nkb) * BLOCK_N + rn
+            w_nxt = tl.load(w_ptr + rows1[:, None].to(tl.int64) * K + (t1 % nkb) * BLOCK_K
+                            + rk[None, :], mask=(rows1 < tl.where(t1 < nrb * nkb, r1, 0))[:, None],
+                            other=0.0, eviction_policy="evict_first")
+            x = tl.load(x_ptr + kb * BLOCK_K + rk, cache_modifier=".cg")
+            acc += tl.sum(w_cur.to(tl.float32) * x[None, :], axis=1)
+            w_cur = w_nxt
+            if kb == nkb - 1:
+                rows = r0 + rb * BLOCK_N + rn
+                tl.store(y_ptr + rows, acc, mask=rows < r1)
+                acc = tl.zeros([BLOCK_N], tl.float32)
 
 
 @triton.jit
@@ -98,7 +112,7 @@ def _chain_kernel(wqkv, wo, wgu, wdown, act, counter, layers,
                   QKV_N: tl.constexpr, H_N: tl.constexpr, GU_N: tl.constexpr,
                   FF_N: tl.constexpr, A_QKV: tl.constexpr, A_O: tl.constexpr,
                   A_GU: tl.constexpr, A_DOWN: tl.constexpr, PRE: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                  PIPE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """All layers' four GEMVs, one program per SM; act (ACT_SIZE,) fp32 holds every
     phase's input and output; counter: an int32 zeroed before the launch."""
     pid = tl.program_id(0)
@@ -114,37 +128,54 @@ def _chain_kernel(wqkv, wo, wgu, wdown, act, counter, layers,
         if layer > 0:
             arrived += P
             _barrier(counter, arrived)
-        _phase(w1, x_in, act + A_QKV, QKV_N, H_N, pid, P, first, BLOCK_N, BLOCK_K)
+        _phase(w1, x_in, act + A_QKV, QKV_N, H_N, pid, P, first, BLOCK_N, BLOCK_K, PIPE)
         if PRE:
             first = _first_tile(w2, H_N, H_N, pid, P, BLOCK_N, BLOCK_K)
         arrived += P
         _barrier(counter, arrived)
         if not PRE:
             first = _first_tile(w2, H_N, H_N, pid, P, BLOCK_N, BLOCK_K)
-        _phase(w2, act + A_QKV, act + A_O, H_N, H_N, pid, P, first, BLOCK_N, BLOCK_K)
+        _phase(w2, act + A_QKV, act + A_O, H_N, H_N, pid, P, first, BLOCK_N, BLOCK_K, PIPE)
         if PRE:
             first = _first_tile(w3, GU_N, H_N, pid, P, BLOCK_N, BLOCK_K)
         arrived += P
         _barrier(counter, arrived)
         if not PRE:
             first = _first_tile(w3, GU_N, H_N, pid, P, BLOCK_N, BLOCK_K)
-        _phase(w3, act + A_O, act + A_GU, GU_N, H_N, pid, P, first, BLOCK_N, BLOCK_K)
+        _phase(w3, act + A_O, act + A_GU, GU_N, H_N, pid, P, first, BLOCK_N, BLOCK_K, PIPE)
         if PRE:
             first4 = _first_tile(w4, H_N, FF_N, pid, P, BLOCK_N, BLOCK_K)
         arrived += P
         _barrier(counter, arrived)
         if not PRE:
             first4 = _first_tile(w4, H_N, FF_N, pid, P, BLOCK_N, BLOCK_K)
-        _phase(w4, act + A_GU, act + A_DOWN, H_N, FF_N, pid, P, first4, BLOCK_N, BLOCK_K)
+        _phase(w4, act + A_GU, act + A_DOWN, H_N, FF_N, pid, P, first4, BLOCK_N, BLOCK_K, PIPE)
+
+
+def _constexprs(pre: bool, pipe: bool, block_n: int, block_k: int, warps: int,
+                stages: int) -> dict:
+    return dict(QKV_N=QKV, H_N=H, GU_N=2 * FF, FF_N=FF, A_QKV=ACT["qkv"], A_O=ACT["o"],
+                A_GU=ACT["gu"], A_DOWN=ACT["down"], PRE=pre, PIPE=pipe, BLOCK_N=block_n,
+                BLOCK_K=block_k, num_warps=warps, num_stages=stages)
 
 
 def chain(ws, act, counter, layers: int, programs: int, pre: bool, block_n: int = 32,
-          block_k: int = 256, warps: int = 8) -> None:
+          block_k: int = 256, warps: int = 8, pipe: bool = False, stages: int = 1) -> None:
     counter.zero_()
-    _chain_kernel[(programs,)](*ws, act, counter, layers, QKV_N=QKV, H_N=H, GU_N=2 * FF,
-                               FF_N=FF, A_QKV=ACT["qkv"], A_O=ACT["o"], A_GU=ACT["gu"],
-                               A_DOWN=ACT["down"], PRE=pre, BLOCK_N=block_n,
-                               BLOCK_K=block_k, num_warps=warps, num_stages=1)
+    _chain_kernel[(programs,)](*ws, act, counter, layers,
+                               **_constexprs(pre, pipe, block_n, block_k, warps, stages))
+
+
+def resident_per_sm(ws, act, counter, pre, pipe, block_n, block_k, warps, stages) -> int:
+    """How many programs of this config fit on one SM at once (registers, shared memory,
+    warps), from the compiled kernel: a grid larger than that times the SMs would never
+    pass its first barrier."""
+    k = _chain_kernel.warmup(*ws, act, counter, 1, grid=(1,),
+                             **_constexprs(pre, pipe, block_n, block_k, warps, stages))
+    regs = -(-max(k.n_regs, 1) // 8) * 8 * 32 * warps
+    smem = max(k.metadata.shared, 1)
+    props = torch.cuda.get_device_properties(0)
+    return min(65536 // regs, props.shared_memory_per_multiprocessor // smem, 64 // warps)
 
 
 def reference(ws, act, layers: int) -> torch.Tensor:
@@ -177,19 +208,32 @@ def main() -> None:
           f"floor {out['floor_ms']:.3f} ms", flush=True)
 
     want = reference(ws, act, 2)
-    configs = [(pre, bn, bk, w) for pre in (True, False) for bn, bk, w in
-               ((32, 256, 8), (16, 512, 8), (32, 512, 8), (64, 128, 8), (32, 256, 4))]
-    for pre, bn, bk, warps in configs:
-        name = f"persistent pre={int(pre)} n{bn} k{bk} w{warps}"
+    # (pre, pipe, block_n, block_k, warps, stages, programs per SM)
+    configs = [(True, False, 16, 512, 8, 1, 1), (False, False, 16, 512, 8, 1, 1),
+               (True, False, 16, 512, 4, 1, 2), (True, False, 16, 512, 4, 1, 4),
+               (True, False, 8, 512, 4, 1, 4), (True, False, 8, 1024, 4, 1, 2),
+               (False, True, 16, 512, 4, 3, 1), (False, True, 16, 512, 4, 3, 2),
+               (False, True, 16, 512, 4, 4, 2), (False, True, 32, 256, 8, 4, 1),
+               (False, True, 8, 512, 4, 3, 4), (False, True, 16, 256, 4, 4, 4)]
+    for pre, pipe, bn, bk, warps, stages, per_sm in configs:
+        name = (f"persistent pre={int(pre)} pipe={int(pipe)} n{bn} k{bk} w{warps} "
+                f"s{stages} x{per_sm}")
         try:
+            try:
+                fits = resident_per_sm(ws, act, counter, pre, pipe, bn, bk, warps, stages)
+            except AttributeError:  # no occupancy data: run only one program an SM
+                fits = 1
+            if fits < per_sm:
+                raise RuntimeError(f"only {fits} programs fit on an SM")
             a = act.clone()
-            chain(ws, a, counter, 2, sms, pre, bn, bk, warps)
+            run = partial(chain, ws, a, counter, L, sms * per_sm, pre, bn, bk, warps, pipe,
+                          stages)
+            chain(ws, a, counter, 2, sms * per_sm, pre, bn, bk, warps, pipe, stages)
             torch.cuda.synchronize()
             err = ((a - want).abs().max() / want.abs().max()).item()
             if err > 1e-3:
                 raise AssertionError(f"2 layers differ from torch: max rel err {err:.2e}")
-            t = bench_us(partial(chain, ws, a, counter, L, sms, pre, bn, bk, warps),
-                         warmup=20, rep=200)
+            t = bench_us(run, warmup=20, rep=200)
             out["rows"][name] = {"ms": t.p50 / 1e3, "tb_s": nbytes / (t.p50 * 1e-6) / 1e12,
                                  "check_err": err}
         except Exception as e:  # noqa: BLE001 - a probe: report and go on
