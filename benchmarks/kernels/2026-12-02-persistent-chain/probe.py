@@ -172,6 +172,7 @@ def resident_per_sm(ws, act, counter, pre, pipe, block_n, block_k, warps, stages
     pass its first barrier."""
     k = _chain_kernel.warmup(*ws, act, counter, 1, grid=(1,),
                              **_constexprs(pre, pipe, block_n, block_k, warps, stages))
+    k._init_handles()  # the binary loads lazily; n_regs is set when it does
     regs = -(-max(k.n_regs, 1) // 8) * 8 * 32 * warps
     smem = max(k.metadata.shared, 1)
     props = torch.cuda.get_device_properties(0)
@@ -214,15 +215,18 @@ def main() -> None:
                (True, False, 8, 512, 4, 1, 4), (True, False, 8, 1024, 4, 1, 2),
                (False, True, 16, 512, 4, 3, 1), (False, True, 16, 512, 4, 3, 2),
                (False, True, 16, 512, 4, 4, 2), (False, True, 32, 256, 8, 4, 1),
-               (False, True, 8, 512, 4, 3, 4), (False, True, 16, 256, 4, 4, 4)]
+               (False, True, 8, 512, 4, 3, 4), (False, True, 16, 256, 4, 4, 4),
+               (True, False, 32, 512, 16, 1, 1), (True, False, 16, 256, 4, 1, 3)]
     for pre, pipe, bn, bk, warps, stages, per_sm in configs:
         name = (f"persistent pre={int(pre)} pipe={int(pipe)} n{bn} k{bk} w{warps} "
                 f"s{stages} x{per_sm}")
         try:
             try:
                 fits = resident_per_sm(ws, act, counter, pre, pipe, bn, bk, warps, stages)
-            except AttributeError:  # no occupancy data: run only one program an SM
+            except AttributeError as e:  # no occupancy data: run only one program an SM
+                print(f"no occupancy data ({e!r}): one program an SM", flush=True)
                 fits = 1
+            print(f"{name}: {fits} fit on an SM", flush=True)
             if fits < per_sm:
                 raise RuntimeError(f"only {fits} programs fit on an SM")
             a = act.clone()
