@@ -13,10 +13,12 @@ it waits at the barrier (weights do not depend on the activations), so the DRAM 
 drains. Nothing else of a layer runs (no norms, attention or SwiGLU): the activations chain
 qkv -> first 4096 -> o -> gate_up -> first 12288 -> down -> next layer's qkv, in fp32.
 
-Rows: the persistent kernel with and without PRE (a check of one layer against torch
-first), and the same 144 projections as the engine launches them (tuned Triton GEMVs with
-PDL, cuBLAS for gate_up) in one CUDA graph; ms per step, TB/s, and the floor at the copy
-bandwidth measured in the same run.
+Rows: the persistent kernel with its weight tiles in registers (with and without PRE,
+hand double-buffered or pipelined by Triton) and fetched by the TMA engine into shared
+memory (`_chain_tma_kernel`, pipelined over num_stages), each checked over two layers
+against torch first, at 1-4 programs an SM; then the same 144 projections as the engine
+launches them (tuned Triton GEMVs with and without PDL, cuBLAS for gate_up) in one CUDA
+graph; ms per step, TB/s, and the floor at the copy bandwidth measured in the same run.
 """
 
 from __future__ import annotations
@@ -152,6 +154,86 @@ def _chain_kernel(wqkv, wo, wgu, wdown, act, counter, layers,
         _phase(w4, act + A_GU, act + A_DOWN, H_N, FF_N, pid, P, first4, BLOCK_N, BLOCK_K, PIPE)
 
 
+@triton.jit
+def _phase_tma(desc, base, x_ptr, y_ptr, N: tl.constexpr, K: tl.constexpr, pid, P,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """`_phase` with W's tiles fetched by the TMA engine (desc: a descriptor of all layers'
+    W as (layers * N, K), this layer's rows from `base`), pipelined over num_stages. A
+    program's last row tile may run into the next one's rows: loaded, not stored."""
+    r0 = pid * N // P
+    r1 = (pid + 1) * N // P
+    nkb = K // BLOCK_K
+    nrb = tl.cdiv(r1 - r0, BLOCK_N)
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    for t in range(0, nrb * nkb):
+        kb = t % nkb
+        r = r0 + (t // nkb) * BLOCK_N
+        w = desc.load([base + r, kb * BLOCK_K])
+        x = tl.load(x_ptr + kb * BLOCK_K + rk, cache_modifier=".cg")
+        acc += tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+        if kb == nkb - 1:
+            tl.store(y_ptr + r + rn, acc, mask=r + rn < r1)
+            acc = tl.zeros([BLOCK_N], tl.float32)
+
+
+@triton.jit
+def _chain_tma_kernel(d_qkv, d_o, d_gu, d_down, act, counter, layers,
+                      QKV_N: tl.constexpr, H_N: tl.constexpr, GU_N: tl.constexpr,
+                      FF_N: tl.constexpr, A_QKV: tl.constexpr, A_O: tl.constexpr,
+                      A_GU: tl.constexpr, A_DOWN: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr):
+    """`_chain_kernel` over TMA descriptors of the stacked weights."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    arrived = 0
+    for layer in range(layers):
+        if layer > 0:
+            arrived += P
+            _barrier(counter, arrived)
+        _phase_tma(d_qkv, layer * QKV_N, act + tl.where(layer > 0, A_DOWN, 0), act + A_QKV,
+                   QKV_N, H_N, pid, P, BLOCK_N, BLOCK_K)
+        arrived += P
+        _barrier(counter, arrived)
+        _phase_tma(d_o, layer * H_N, act + A_QKV, act + A_O, H_N, H_N, pid, P, BLOCK_N,
+                   BLOCK_K)
+        arrived += P
+        _barrier(counter, arrived)
+        _phase_tma(d_gu, layer * GU_N, act + A_O, act + A_GU, GU_N, H_N, pid, P, BLOCK_N,
+                   BLOCK_K)
+        arrived += P
+        _barrier(counter, arrived)
+        _phase_tma(d_down, layer * H_N, act + A_GU, act + A_DOWN, H_N, FF_N, pid, P, BLOCK_N,
+                   BLOCK_K)
+
+
+def chain_tma(ws, act, counter, layers: int, programs: int, block_n: int, block_k: int,
+              warps: int, stages: int, warmup: bool = False):
+    """Launch (or with warmup, only compile) the TMA chain; returns the compiled kernel."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    descs = [TensorDescriptor.from_tensor(w.view(-1, w.shape[-1]), [block_n, block_k])
+             for w in ws]
+    kw = dict(QKV_N=QKV, H_N=H, GU_N=2 * FF, FF_N=FF, A_QKV=ACT["qkv"], A_O=ACT["o"],
+              A_GU=ACT["gu"], A_DOWN=ACT["down"], BLOCK_N=block_n, BLOCK_K=block_k,
+              num_warps=warps, num_stages=stages)
+    if warmup:
+        return _chain_tma_kernel.warmup(*descs, act, counter, layers, grid=(1,), **kw)
+    counter.zero_()
+    return _chain_tma_kernel[(programs,)](*descs, act, counter, layers, **kw)
+
+
+def fits_per_sm(kernel, warps: int) -> int:
+    """Programs of a compiled kernel that fit on one SM at once (registers, shared memory,
+    warps): a grid larger than that times the SMs would never pass its first barrier."""
+    kernel._init_handles()  # the binary loads lazily; n_regs is set when it does
+    regs = -(-max(kernel.n_regs, 1) // 8) * 8 * 32 * warps
+    smem = max(kernel.metadata.shared, 1)
+    props = torch.cuda.get_device_properties(0)
+    return min(65536 // regs, props.shared_memory_per_multiprocessor // smem, 64 // warps)
+
+
 def _constexprs(pre: bool, pipe: bool, block_n: int, block_k: int, warps: int,
                 stages: int) -> dict:
     return dict(QKV_N=QKV, H_N=H, GU_N=2 * FF, FF_N=FF, A_QKV=ACT["qkv"], A_O=ACT["o"],
@@ -172,11 +254,7 @@ def resident_per_sm(ws, act, counter, pre, pipe, block_n, block_k, warps, stages
     pass its first barrier."""
     k = _chain_kernel.warmup(*ws, act, counter, 1, grid=(1,),
                              **_constexprs(pre, pipe, block_n, block_k, warps, stages))
-    k._init_handles()  # the binary loads lazily; n_regs is set when it does
-    regs = -(-max(k.n_regs, 1) // 8) * 8 * 32 * warps
-    smem = max(k.metadata.shared, 1)
-    props = torch.cuda.get_device_properties(0)
-    return min(65536 // regs, props.shared_memory_per_multiprocessor // smem, 64 // warps)
+    return fits_per_sm(k, warps)
 
 
 def reference(ws, act, layers: int) -> torch.Tensor:
@@ -238,6 +316,32 @@ def main() -> None:
             if err > 1e-3:
                 raise AssertionError(f"2 layers differ from torch: max rel err {err:.2e}")
             t = bench_us(run, warmup=20, rep=200)
+            out["rows"][name] = {"ms": t.p50 / 1e3, "tb_s": nbytes / (t.p50 * 1e-6) / 1e12,
+                                 "check_err": err}
+        except Exception as e:  # noqa: BLE001 - a probe: report and go on
+            out["rows"][name] = {"error": repr(e)[:300]}
+        print(name, out["rows"][name], flush=True)
+
+    # TMA: (block_n, block_k (a TMA box is at most 256 wide), warps, stages, programs an SM)
+    for bn, bk, warps, stages, per_sm in ((8, 256, 4, 4, 2), (8, 256, 4, 6, 2),
+                                          (16, 256, 4, 4, 2), (8, 256, 4, 4, 4),
+                                          (8, 128, 4, 8, 4), (16, 256, 8, 6, 1),
+                                          (16, 128, 4, 6, 3)):
+        name = f"persistent tma n{bn} k{bk} w{warps} s{stages} x{per_sm}"
+        try:
+            fits = fits_per_sm(chain_tma(ws, act, counter, 1, 1, bn, bk, warps, stages,
+                                         warmup=True), warps)
+            print(f"{name}: {fits} fit on an SM", flush=True)
+            if fits < per_sm:
+                raise RuntimeError(f"only {fits} programs fit on an SM")
+            a = act.clone()
+            chain_tma(ws, a, counter, 2, sms * per_sm, bn, bk, warps, stages)
+            torch.cuda.synchronize()
+            err = ((a - want).abs().max() / want.abs().max()).item()
+            if err > 1e-3:
+                raise AssertionError(f"2 layers differ from torch: max rel err {err:.2e}")
+            t = bench_us(partial(chain_tma, ws, a, counter, L, sms * per_sm, bn, bk, warps,
+                                 stages), warmup=20, rep=200)
             out["rows"][name] = {"ms": t.p50 / 1e3, "tb_s": nbytes / (t.p50 * 1e-6) / 1e12,
                                  "check_err": err}
         except Exception as e:  # noqa: BLE001 - a probe: report and go on
