@@ -192,15 +192,9 @@ class Engine:
         if (self.proposer is None and self.sampling.greedy
                 and self.target.options.graphed_decode):
             mark()
-            out = StepOutput(*self.graphs.run(("decode", "step"), self._decode_step_fn,
-                                              batch.verified_id, batch.prefix_lens,
-                                              batch.req_rows, batch.valid))
-            mark()
-            mark()
-            if on_publish is not None:
-                on_publish(out)
-            mark()
-            return out
+            return self._graphed_tail(StepOutput(*self.graphs.run(
+                ("decode", "step"), self._decode_step_fn, batch.verified_id,
+                batch.prefix_lens, batch.req_rows, batch.valid)), mark, on_publish)
         block = (self.proposer.block_at(batch.live or batch.req_rows.numel())
                  if self.proposer else 1)
         block_ids, positions, cache_loc = ops.prepare_block(
@@ -270,9 +264,16 @@ class Engine:
         """The fused path of `round` after the draft: the verify phase's mark covers
         acceptance and commit, whose own phases then measure ~0."""
         key = ("verify_commit", self.proposer.target_layer_ids, self.proposer.graph_key)
-        out = StepOutput(*self.graphs.run(
+        return self._graphed_tail(StepOutput(*self.graphs.run(
             key, self._verify_commit_fn, proposal.candidates, rnd.positions, rnd.cache_loc,
-            rnd.req_rows, kv_lens, rnd.verified_id, rnd.prefix_lens, rnd.block_ids, valid))
+            rnd.req_rows, kv_lens, rnd.verified_id, rnd.prefix_lens, rnd.block_ids, valid)),
+            mark, on_publish)
+
+    @staticmethod
+    def _graphed_tail(out: StepOutput, mark: Callable[[], None],
+                      on_publish: Callable[[StepOutput], None] | None) -> StepOutput:
+        """After a graph that ran verify, accept and commit at once: the verify mark covers
+        them all, so accept and inject measure ~0; then publish."""
         mark()
         mark()
         if on_publish is not None:
