@@ -517,6 +517,22 @@ MUTATIONS = [
         tests=["tests/reference/test_engine_options.py"],
         why="fused_commit accepts greedily in a sampled run",
     ),
+    dict(
+        name="engine-graphed-step-at-sampling",
+        file="reference/engine.py",
+        original="if (self.proposer is None and self.sampling.greedy",
+        replacement="if (self.proposer is None",
+        tests=["tests/reference/test_engine_options.py"],
+        why="the graphed decode step (an argmax) runs in a sampled run",
+    ),
+    dict(
+        name="engine-graphed-step-kv-len",
+        file="reference/engine.py",
+        original="nxt = self._decode_fn(ids, positions, cache_loc, req_rows, prefix_lens + 1)",
+        replacement="nxt = self._decode_fn(ids, positions, cache_loc, req_rows, prefix_lens)",
+        tests=["tests/reference/test_engine_options.py"],
+        why="the graphed decode step attends to every key but the new token's own",
+    ),
     # kernels: oracles and kernels
     dict(
         name="kv-ref-no-eps",

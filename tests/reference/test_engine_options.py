@@ -144,6 +144,22 @@ def test_graphed_decode_runs_each_greedy_step_as_one_call(monkeypatch):
     assert not calls and sampled[0] == sampled[1]
 
 
+def test_graphed_decode_keeps_the_zoo_targets_tokens():
+    """The trained zoo target on held-out prompts (its tokens depend on every key it
+    attends to, unlike the tiny random target's, which count up): the graphed step decodes
+    the eager step's tokens, in sync and overlap mode."""
+    from reference.loaders import load_target
+    from toy.eval_sets import held_out_prompts
+
+    zoo = REPO / "experiments" / "zoo"
+    prompts = held_out_prompts(zoo / "tokenizer" / "tokenizer.json", "test", 3)
+    eager = load_target(zoo / "target", options=EngineOptions(graphed_decode=False))
+    want = generate(eager, prompts, max_new_tokens=12).tokens
+    graphed = load_target(zoo / "target")
+    for lookahead in (False, True):
+        assert generate(graphed, prompts, max_new_tokens=12, lookahead=lookahead).tokens == want
+
+
 def test_attention_switches_reach_every_attention_call(monkeypatch):
     """Target and drafter layers alike pass the target's attention switches to ops."""
     seen = []
