@@ -164,7 +164,11 @@ class Engine:
 
     def _decode_step_fn(self, verified_id, prefix_lens, req_rows, valid):
         """A whole greedy decode step (EngineOptions.graphed_decode): prepare_block, the
-        forward, the argmax and the step's outputs, one graph launch instead of ten."""
+        forward, the argmax and the step's outputs, one graph launch instead of ten.
+
+        verified_id, prefix_lens, req_rows, valid: (bs,) i64 (DecodeBatch). Returns the
+        StepOutput fields: commit_lens (bs,) i32, out_tokens (bs, 1), bonus and new_seq_lens
+        (bs,) i64, zero on padding rows except out_tokens."""
         ids, positions, cache_loc = ops.prepare_block(
             verified_id, prefix_lens, req_rows, self.pool.req_to_token, block_size=1,
             mask_token_id=0)
