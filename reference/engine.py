@@ -112,6 +112,14 @@ class StepOutput(NamedTuple):
     new_seq_lens: torch.Tensor
 
 
+def _plain_output(nxt: torch.Tensor, prefix_lens: torch.Tensor, valid: torch.Tensor
+                  ) -> StepOutput:
+    """A plain decode step's results from its token nxt (bs,) i64: one token committed per
+    real row (commit_lens (bs,) i32, out_tokens (bs, 1)), zeros on padding rows."""
+    return StepOutput(valid.to(torch.int32), nxt[:, None], nxt * valid,
+                      (prefix_lens + 1) * valid)
+
+
 class Engine:
     """Steps of one target with one proposer (or none) over a runtime's pool and graphs."""
 
@@ -167,13 +175,12 @@ class Engine:
         forward, the argmax and the step's outputs, one graph launch instead of ten.
 
         verified_id, prefix_lens, req_rows, valid: (bs,) i64 (DecodeBatch). Returns the
-        StepOutput fields: commit_lens (bs,) i32, out_tokens (bs, 1), bonus and new_seq_lens
-        (bs,) i64, zero on padding rows except out_tokens."""
+        step's StepOutput (`_plain_output`)."""
         ids, positions, cache_loc = ops.prepare_block(
             verified_id, prefix_lens, req_rows, self.pool.req_to_token, block_size=1,
             mask_token_id=0)
         nxt = self._decode_fn(ids, positions, cache_loc, req_rows, prefix_lens + 1).argmax(-1)
-        return (valid.to(torch.int32), nxt[:, None], nxt * valid, (prefix_lens + 1) * valid)
+        return _plain_output(nxt, prefix_lens, valid)
 
     def _verify_fn(self, candidates, positions, cache_loc, req_rows, kv_lens):
         batch = ForwardBatch(positions, cache_loc, req_rows, kv_lens)
@@ -196,9 +203,9 @@ class Engine:
         if (self.proposer is None and self.sampling.greedy
                 and self.target.options.graphed_decode):
             mark()
-            return self._graphed_tail(StepOutput(*self.graphs.run(
+            return self._graphed_tail(self.graphs.run(
                 ("decode", "step"), self._decode_step_fn, batch.verified_id,
-                batch.prefix_lens, batch.req_rows, batch.valid)), mark, on_publish)
+                batch.prefix_lens, batch.req_rows, batch.valid), mark, on_publish)
         block = (self.proposer.block_at(batch.live or batch.req_rows.numel())
                  if self.proposer else 1)
         block_ids, positions, cache_loc = ops.prepare_block(
@@ -212,9 +219,8 @@ class Engine:
             logits = self.graphs.run(("decode",), self._decode_fn, block_ids, positions,
                                      cache_loc, batch.req_rows, kv_lens)
             mark()
-            nxt = sample(logits, self.sampling, self.gen)
-            out = StepOutput(valid.to(torch.int32), nxt[:, None], nxt * valid,
-                             (batch.prefix_lens + 1) * valid)
+            out = _plain_output(sample(logits, self.sampling, self.gen), batch.prefix_lens,
+                                valid)
             mark()
             if on_publish is not None:
                 on_publish(out)
