@@ -108,7 +108,9 @@ def bench_batch(target, drafters: dict, prompts, args) -> list[dict]:
     The warm-ups decode as far as the timed runs because requests finish at ragged rounds:
     the batch drops through smaller graph buckets (16 -> 8 -> 4 ...), and each new bucket
     costs CUDA-graph captures. A shorter warm-up would leave those captures inside the first
-    timed run, the sync one."""
+    timed run, the sync one. Overlap rounds drop a finished request a round later than sync
+    ones, so they may meet batch shapes the sync runs did not: the method's lookahead run
+    has a warm-up of its own."""
     new = args.new_tokens
     generate(target, prompts, max_new_tokens=new)
     ar = generate(target, prompts, max_new_tokens=new)
@@ -128,19 +130,21 @@ def parse_schedules(text: str | None) -> list[str | None]:
 
 def _method_row(target, drafter, block: int, schedule: str | None, prompts, args, ar, ahead,
                 tau: float) -> dict:
-    """The method's sync and lookahead runs at block `block` and verify schedule `schedule`
-    (after a warm-up) against the AR runs `ar` and `ahead`: one row of the bench."""
+    """The method's sync and lookahead runs at block `block` and verify schedule `schedule`,
+    each after a warm-up run of its own mode, against the AR runs `ar` and `ahead`: one row
+    of the bench."""
     new = args.new_tokens
     context = BuildContext(prompts, new, ar.tokens, drafter)
     # the default oracle corrupts drafts with a seed per batch size
     method = args.method or (f"oracle:tau={tau},block_size={block},shadow=true,"
                              f"seed={len(prompts)}"
                              + (f",verify_schedule={schedule}" if schedule else ""))
-    generate(target, prompts, proposer=build(method, target, context), max_new_tokens=new)
-    spec = generate(target, prompts, proposer=build(method, target, context),
-                    max_new_tokens=new)
-    spec_ahead = generate(target, prompts, proposer=build(method, target, context),
-                          max_new_tokens=new, lookahead=True)
+    runs = []
+    for lookahead in (False, True):  # a warm-up, then the timed run, in each mode
+        for _ in range(2):
+            runs.append(generate(target, prompts, proposer=build(method, target, context),
+                                 max_new_tokens=new, lookahead=lookahead))
+    spec, spec_ahead = runs[1], runs[3]
     s = spec.stats
 
     def per_round(stats: dict, keys: tuple[str, ...], suffix: str = "") -> dict[str, float]:

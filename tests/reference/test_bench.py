@@ -136,37 +136,42 @@ def test_full_batch_split_averages_the_same_rounds():
         assert split[key] == pytest.approx(ms), key
 
 
-def test_warm_ups_meet_every_graph_bucket_of_the_timed_runs(monkeypatch, capsys):
-    """Requests finish at ragged rounds, so a batch drops through smaller graph buckets; a
-    bucket first met inside a timed run would pay its CUDA-graph captures there. Each timed
-    run (AR sync and lookahead, the method's sync and lookahead) may only meet padded batch
-    sizes that an earlier run of the same kind (AR or method) already met. The padded size of
-    every round is read from the rounds themselves (Engine.round's DecodeBatch)."""
+def test_warm_ups_meet_every_graph_of_the_timed_runs(monkeypatch, capsys):
+    """Requests finish at ragged rounds, so a batch drops through smaller graph buckets, and
+    under a verify schedule its block changes with the live count; overlap rounds drop a
+    finished request a round later than sync ones, so they may meet other shapes. A graph first
+    met inside a timed run would pay its CUDA-graph capture there. So every graph a timed run
+    calls (its key and input shapes, as GraphCache caches it) must have been called by an
+    earlier run of the same kind (AR or method). The calls are read at GraphCache.run, which
+    the CPU reaches too."""
     import reference.bench as bench
-    from reference.engine import Engine
+    from reference.cuda_graphs import GraphCache
 
-    runs = []  # (kind, padded batch sizes of its rounds)
-    real_round, real_generate = Engine.round, bench.generate
+    runs = []  # (kind, graph keys of its calls)
+    real_run, real_generate = GraphCache.run, bench.generate
 
-    def spy_round(self, batch, *args, **kwargs):
-        runs[-1][1].add(batch.req_rows.numel())
-        return real_round(self, batch, *args, **kwargs)
+    def spy_run(self, key, fn, *inputs):
+        if runs and not self.capturing:
+            runs[-1][1].add(GraphCache.full_key(key[:1], inputs))
+        return real_run(self, key, fn, *inputs)
 
     def spy_generate(target, prompts, **kwargs):
         runs.append(("ar" if kwargs.get("proposer") is None else "method", set()))
         return real_generate(target, prompts, **kwargs)
 
-    monkeypatch.setattr(Engine, "round", spy_round)
+    monkeypatch.setattr(GraphCache, "run", spy_run)
     monkeypatch.setattr(bench, "generate", spy_generate)
-    r = bench.main(["--preset", "tiny", "--device", "cpu", "--batch-sizes", "4",
+    r = bench.main(["--preset", "tiny", "--device", "cpu", "--batch-sizes", "6",
                     "--prompt-len", "6", "--new-tokens", "40", "--block-size", "4",
-                    "--tau", "2.5", "--hf-new-tokens", "0"])
+                    "--tau", "2.5", "--hf-new-tokens", "0",
+                    "--verify-schedule", "[[1,3,4],[4,1024,2]]"])
     capsys.readouterr()
     assert r["rows"][0]["request_rounds_mean"] < r["rows"][0]["request_rounds_max"]
     timed = runs[1:]  # the first run sizes the pool (one request)
-    assert [kind for kind, _ in timed] == ["ar"] * 3 + ["method"] * 3
-    assert any(len(sizes) > 1 for kind, sizes in timed if kind == "method")  # it shrank
-    for i, (kind, sizes) in enumerate(timed):
+    assert [kind for kind, _ in timed] == ["ar"] * 3 + ["method"] * 4
+    shapes = {shapes[0] for key, shapes in timed[4][1] if key == ("verify",)}
+    assert len(shapes) > 1  # the verify's (bucket, block) changed within the run
+    for i, (kind, keys) in enumerate(timed):
         earlier = set().union(*(s for k, s in timed[:i] if k == kind))
-        if i not in (0, 3):  # not the warm-ups themselves
-            assert sizes <= earlier, f"run {i} ({kind}) met new buckets {sizes - earlier}"
+        if i not in (0, 3, 5):  # not the warm-ups themselves
+            assert keys <= earlier, f"run {i} ({kind}) met new graphs {keys - earlier}"
