@@ -139,12 +139,13 @@ def _method_row(target, drafter, block: int, schedule: str | None, prompts, args
     method = args.method or (f"oracle:tau={tau},block_size={block},shadow=true,"
                              f"seed={len(prompts)}"
                              + (f",verify_schedule={schedule}" if schedule else ""))
-    runs = []
-    for lookahead in (False, True):  # a warm-up, then the timed run, in each mode
-        for _ in range(2):
-            runs.append(generate(target, prompts, proposer=build(method, target, context),
-                                 max_new_tokens=new, lookahead=lookahead))
-    spec, spec_ahead = runs[1], runs[3]
+    def warm_then_timed(lookahead: bool):
+        for _ in range(2):  # the first run is the warm-up of this mode
+            out = generate(target, prompts, proposer=build(method, target, context),
+                           max_new_tokens=new, lookahead=lookahead)
+        return out
+
+    spec, spec_ahead = warm_then_timed(False), warm_then_timed(True)
     s = spec.stats
 
     def per_round(stats: dict, keys: tuple[str, ...], suffix: str = "") -> dict[str, float]:

@@ -282,8 +282,9 @@ class Engine:
     @staticmethod
     def _graphed_tail(out: StepOutput, mark: Callable[[], None],
                       on_publish: Callable[[StepOutput], None] | None) -> StepOutput:
-        """After a graph that ran verify, accept and commit at once: the verify mark covers
-        them all, so accept and inject measure ~0; then publish."""
+        """After a graph that ran a whole round (the graphed decode step, or the fused verify,
+        accept and commit): the verify mark covers it all, so accept and inject measure ~0;
+        then publish."""
         mark()
         mark()
         if on_publish is not None:
