@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
+from reference.methods.dflash import load_dflash
 from toy import dense_blocks
 from toy.draft_model import target_features
 from toy.gen_data import gen_data, load_dataset

@@ -3,7 +3,7 @@
 target/, tokenizer/ and dflash-b16/; default the zoo's; `artifacts/base` for the base pair's
 recipe output), next to the chain (DFlash B = 16), paired on the same prompts.
 
-The chain, then trees of each budget (top-4 candidates per depth, reference/dflash_tree.py),
+The chain, then trees of each budget (top-4 candidates per depth, reference/methods/dflash_tree.py),
 compared by experiments/zoo_methods.py, with each tau over the chain's and the paired
 difference to it with 2 SE. Writes results.md and results.json. fp32; minutes on the CPU at
 the default size, seconds per 1024 prompts on a GPU (`--device cuda`).

@@ -8,7 +8,7 @@ tokens), in one run:
   AR step), the B = 16 chain block, and trees of N nodes with their ancestor masks;
 - round: one whole engine round (`Engine.round`: draft, verify, accept, compaction or
   injection), the chain and a tree per N, replayed back to back (device-bound time; the tree
-  round is two CUDA graphs per (batch bucket, N), reference/dflash_tree.py);
+  round is two CUDA graphs per (batch bucket, N), reference/methods/dflash_tree.py);
 - tok/s: bs * tau / round time, with tau(N) = tau_chain * r(N), r the tree/chain ratio
   measured on the toy zoo pair (experiments/tree_budget/results.json, greedy): a round's
   shapes do not depend on what is accepted, so this is what decoding at that acceptance

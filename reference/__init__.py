@@ -10,8 +10,9 @@ Any registered method: `build(MethodSpec.parse("isd:stride=4"), target)`.
 """
 
 from reference.generate import GenerateOutput, generate
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
 from reference.methods import BuildContext, MethodSpec, build
+from reference.methods.dflash import load_dflash
 
 __all__ = ["BuildContext", "GenerateOutput", "MethodSpec", "build", "generate", "load_dflash",
            "load_target"]

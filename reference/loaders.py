@@ -17,8 +17,6 @@ from safetensors.torch import load_file
 
 from common.engine_options import EngineOptions
 from reference.config import ConfigError, DFlashConfig, ModelConfig, check_target_architecture
-from reference.dflash import DFlashProposer, Drafter
-from reference.dflash_tree import DFlashTreeProposer
 from reference.model import LayerWeights, Target, rope_cache
 
 QWEN3_8B = dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
@@ -191,40 +189,6 @@ def load_target(path, *, device=None, dtype=None,
                                   device=device, dtype=dtype, where=str(path), options=options)
 
 
-def drafter_from_state_dict(cfg: DFlashConfig, weights: dict, target: Target,
-                            where: str = "drafter") -> Drafter:
-    """Build a Drafter from z-lab tensor names (`layers.*`, `fc`, `hidden_norm`, `norm`)."""
-    m, device, dtype = cfg.model, target.device, target.dtype
-    hdim, k = m.hidden_size, len(cfg.target_layer_ids)
-    layers = _layers(m, weights, "", where, device, dtype)
-    q_rows = m.num_heads * m.head_dim
-    return Drafter(
-        config=cfg, layers=layers,
-        fc=_take(weights, "fc.weight", (hdim, k * hdim), where, device, dtype),
-        hidden_norm=_take(weights, "hidden_norm.weight", (hdim,), where, device, dtype),
-        norm=_take(weights, "norm.weight", (hdim,), where, device, dtype),
-        w_kv=torch.stack([w.wqkv[q_rows:] for w in layers]).contiguous(),
-        k_norm=torch.stack([w.k_norm for w in layers]).contiguous(),
-        cos_sin=rope_cache(m.head_dim, m.rope_theta, max(m.max_position,
-                                                         target.config.max_position), device),
-    )
-
-
-def load_dflash(path, target: Target, *, block_size: int | None = None,
-                tree_budget: int | None = None) -> DFlashProposer:
-    """Load a z-lab DFlash drafter directory for `target`; returns its proposer, which
-    verifies a tree of `tree_budget` nodes (anchor included) per round when given
-    (reference/dflash_tree.py; top-4 candidates per depth), else the chain."""
-    directory = Path(path)
-    where = f"{directory}/config.json"
-    cfg = DFlashConfig.from_dict(_read_json(directory / "config.json", "drafter config"),
-                                 target.config, block_size, where)
-    drafter = drafter_from_state_dict(cfg, read_safetensors(directory), target, str(directory))
-    if tree_budget is not None:
-        return DFlashTreeProposer(drafter, target, cfg.block_size, tree_budget)
-    return DFlashProposer(drafter, target, block_size=cfg.block_size)
-
-
 def _random_layers(cfg: ModelConfig, prefix: str, rand, ones) -> dict[str, torch.Tensor]:
     h, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     out = {}
@@ -300,16 +264,3 @@ def random_target(preset: str, *, device=None, dtype=torch.bfloat16, seed: int =
                                                                seed=seed)
     return target_from_state_dict(cfg, state, device=device, dtype=dtype, where=preset,
                                   options=options)
-
-
-def random_dflash(preset: str, target: Target, *, block_size: int | None = None,
-                  seed: int = 1) -> DFlashProposer:
-    """A DFlash proposer with random weights of the `DFLASH_PRESETS[preset]` shapes."""
-    if preset not in DFLASH_PRESETS:
-        raise ValueError(f"unknown drafter preset {preset!r}; choose one of "
-                         f"{sorted(DFLASH_PRESETS)}")
-    cfg = DFlashConfig.from_dict(DFLASH_PRESETS[preset], target.config, block_size,
-                                 f"drafter preset {preset}")
-    state = random_dflash_state_dict(cfg, device=target.device, dtype=target.dtype, seed=seed)
-    return DFlashProposer(drafter_from_state_dict(cfg, state, target, preset), target,
-                          block_size=cfg.block_size)

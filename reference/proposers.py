@@ -4,8 +4,8 @@ A round of block verification (shared/design/ARCHITECTURE.md, "Hot path") asks a
 for `B` candidates per request, `[anchor, d_1 .. d_{B-1}]`, optionally with the draft
 distribution q of each drafted token, then tells it which columns the target committed.
 The hooks cover the proposers the workbench needs: DFlash (block drafter with KV injection,
-reference/dflash.py), an autoregressive chain drafter (q from its softmax), DSpark and
-self-speculation (drafts from the target's own captured hidden states).
+reference/methods/dflash_drafter.py), an autoregressive chain drafter (q from its softmax),
+DSpark and self-speculation (drafts from the target's own captured hidden states).
 """
 
 from __future__ import annotations

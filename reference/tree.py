@@ -126,7 +126,7 @@ def accept_greedy(tree: Tree, target_argmax: torch.Tensor, depth_max: int,
                   mask: torch.Tensor | None = None) -> TreeAccept:
     """Tree acceptance against the target's choice at each node. target_argmax: (bs, N) i64,
     the target's argmax at each node (from the tree-masked verify forward), or a token
-    sampled from its distribution there (lossless sampling, reference/dflash_tree.py);
+    sampled from its distribution there (lossless sampling, reference/methods/dflash_tree.py);
     depth_max: D = B-1, the deepest a node can be; mask: the tree's `ancestors` (bs, N, N),
     computed when None. A node is accepted when no node on its path (its mask row) fails
     its own match, so the whole walk is a few whole-tree ops."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from reference.dflash import Drafter, context_hidden
+from reference.methods.dflash_drafter import Drafter, context_hidden
 from reference.model import LayerWeights, Target, apply_rope, rms_norm
 from toy.objective import block_inputs
 

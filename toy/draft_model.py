@@ -1,17 +1,17 @@
 """The trainable DFlash drafter and its training forward, on the inference engine's own math.
 
 `TrainableDrafter` holds z-lab-named fp32 parameters; `drafter(target)` assembles them into
-the inference `reference.dflash.Drafter` (the same loader code, differentiably, cast to the
-target's dtype), so training runs the inference code itself:
+the inference `reference.methods.dflash_drafter.Drafter` (the same loader code,
+differentiably, cast to the target's dtype), so training runs the inference code itself:
 
 - the target features come from `Target.forward`'s capture (the residual stream after each
   layer id, as the engine captures it; HF `hidden_states[id + 1]`);
 - the context K/V is `kernels.kv_materialize_ref` of `hidden_norm(fc(features))` at absolute
   positions (k_proj/v_proj/k_norm/RoPE, no input_layernorm), written to a per-batch pool;
-- every block is one request of `reference.dflash.draft_forward` whose table row holds the
-  context strictly before its anchor and then its own slots (`block_layout`): bidirectional
-  in the block, blocks isolated, no padding requests. Attention takes the differentiable
-  oracle whenever gradients are needed (reference/ops.py).
+- every block is one request of `reference.methods.dflash_drafter.draft_forward` whose
+  table row holds the context strictly before its anchor and then its own slots
+  (`block_layout`): bidirectional in the block, blocks isolated, no padding requests.
+  Attention takes the differentiable oracle whenever gradients are needed (reference/ops.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,14 @@ from safetensors.torch import save_file
 
 from kernels.kv_materialize.ref import kv_materialize_ref
 from reference.config import DFlashConfig, ModelConfig
-from reference.dflash import Drafter, context_hidden, draft_forward, draft_stack
-from reference.loaders import drafter_from_state_dict, random_dflash_state_dict
+from reference.loaders import random_dflash_state_dict
+from reference.methods.dflash_drafter import (
+    Drafter,
+    context_hidden,
+    draft_forward,
+    draft_stack,
+    drafter_from_state_dict,
+)
 from reference.model import ForwardBatch, Target, rms_norm
 from toy.eagle import eagle_block_logits
 from toy.objective import block_inputs

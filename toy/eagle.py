@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from reference.dflash import Drafter, context_hidden, draft_stack
+from reference.methods.dflash_drafter import Drafter, context_hidden, draft_stack
 from reference.methods.eagle import chain, eagle_inputs
 from reference.model import ForwardBatch, Target, rms_norm
 from toy.dense_blocks import dense_layer

@@ -11,7 +11,8 @@ prediction position 1); logits get the Markov bias W2 W1[x_{p+k}] of the teacher
 previous token; the loss is 0.1 CE + 0.9 TV + 1.0 confidence BCE, each position weighted
 w_k = exp(-(k-1)/4) (DeepSpec's loss_decay_gamma = 4), where TV = ||q_k - p_k||_1 against
 the target's distribution p_k at the same position and the confidence head's soft label is
-c*_k = 1 - TV/2 (detached). Saves the DSpark folder `reference.dspark.load_dspark` reads.
+c*_k = 1 - TV/2 (detached). Saves the DSpark folder
+`reference.methods.dspark_proposer.load_dspark` reads.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from reference.dspark import HEAD_NAMES, confidence_logit, heads_from_state_dict
-from reference.dspark import markov_logits as _markov_logits
 from reference.loaders import random_dflash_state_dict
+from reference.methods.dspark_proposer import HEAD_NAMES, confidence_logit, heads_from_state_dict
+from reference.methods.dspark_proposer import markov_logits as _markov_logits
 from reference.model import ForwardBatch, Target
 from toy.dense_blocks import dense_block_hidden
 from toy.draft_model import TrainableDrafter, drafter_config_dict
@@ -60,7 +61,8 @@ class DSparkTrainConfig(DrafterTrainConfig):
 
 class TrainableDSpark(TrainableDrafter):
     """TrainableDrafter plus the Markov head (W2 starts at zero: the bias starts off) and the
-    confidence head, under their checkpoint names (reference/dspark.py HEAD_NAMES)."""
+    confidence head, under their checkpoint names (HEAD_NAMES of
+    reference/methods/dspark_proposer.py)."""
 
     def __init__(self, raw_config: dict, target: Target, seed: int = 0):
         from reference.config import DFlashConfig

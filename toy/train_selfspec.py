@@ -189,7 +189,7 @@ def measure(model_dir: Path, prompts, mask_id: int, max_new: int, device: str) -
     from reference.generate import generate
     from reference.loaders import load_target
     from reference.methods import MethodSpec, build
-    from reference.selfspec import ISD, tpf_closed_form
+    from reference.methods.isd import ISD, tpf_closed_form
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     target = load_target(model_dir, device=device, dtype=dtype)

@@ -1,20 +1,28 @@
-"""DFlash (chain): the block drafter with KV injection of reference/dflash.py.
+"""DFlash (chain): the block drafter with KV injection of reference/methods/dflash_drafter.py.
 
 Options: `path`, a z-lab drafter folder; or `random`, a drafter preset of
 `reference.loaders.DFLASH_PRESETS` with random weights (timing runs); `block_size` B
 (default: the drafter's); `seed` of the random weights; `weights_of`, a DFlash proposer
 whose loaded drafter to share instead (programmatic: one set of weights, several B);
 `tree_budget` N verifies a tree of N nodes per round instead of the chain, with
-`tree_top_k` candidates per depth (reference/dflash_tree.py); `verify_schedule`, the chain's
+`tree_top_k` candidates per depth (reference/methods/dflash_tree.py); `verify_schedule`, the chain's
 drafts by batch size, `[lo, hi, K]` rows (e.g. [[1,15,15],[16,1024,9]]: 9 drafts, a block
 of 10, from 16 live requests; `Proposer.verify_schedule`).
 """
 
 from __future__ import annotations
 
-from reference.dflash import DFlashProposer
-from reference.dflash_tree import DFlashTreeProposer
-from reference.loaders import load_dflash, random_dflash
+from pathlib import Path
+
+from reference.config import DFlashConfig
+from reference.loaders import _read_json, read_safetensors
+from reference.methods.dflash_drafter import (
+    DFlashProposer,
+    drafter_from_state_dict,
+    random_dflash,
+)
+from reference.methods.dflash_tree import DFlashTreeProposer
+from reference.model import Target
 from reference.proposers import parse_verify_schedule
 from reference.registry import register
 
@@ -38,3 +46,18 @@ def dflash(target, context, path=None, random=None, block_size=None, seed=1, wei
         raise ValueError("method 'dflash': verify_schedule (the chain's drafts by batch size) "
                          "does not apply to a tree (tree_budget)")
     return DFlashTreeProposer(chain.drafter, target, chain.block_size, tree_budget, tree_top_k)
+
+
+def load_dflash(path, target: Target, *, block_size: int | None = None,
+                tree_budget: int | None = None) -> DFlashProposer:
+    """Load a z-lab DFlash drafter directory for `target`; returns its proposer, which
+    verifies a tree of `tree_budget` nodes (anchor included) per round when given
+    (reference/methods/dflash_tree.py; top-4 candidates per depth), else the chain."""
+    directory = Path(path)
+    where = f"{directory}/config.json"
+    cfg = DFlashConfig.from_dict(_read_json(directory / "config.json", "drafter config"),
+                                 target.config, block_size, where)
+    drafter = drafter_from_state_dict(cfg, read_safetensors(directory), target, str(directory))
+    if tree_budget is not None:
+        return DFlashTreeProposer(drafter, target, cfg.block_size, tree_budget)
+    return DFlashProposer(drafter, target, block_size=cfg.block_size)

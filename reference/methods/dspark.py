@@ -1,14 +1,14 @@
 """DSpark: DFlash's backbone with a Markov head, confidence head and per-request verify
-lengths (reference/dspark.py). Options: `path` (a DSpark folder), `temperature` of the draft
-(0: argmax), `policy` of the verify-length scheduler (`full` or `static`; the load-aware
-policies need an SPS table and are built by the toy study), `threshold` (static policy),
-`seed`; `records`, a list each round appends its confidences, verify lengths and accepted
-lengths to (programmatic: the toy study's calibration)."""
+lengths (reference/methods/dspark_proposer.py). Options: `path` (a DSpark folder),
+`temperature` of the draft (0: argmax), `policy` of the verify-length scheduler (`full`
+or `static`; the load-aware policies need an SPS table and are built by the toy study),
+`threshold` (static policy), `seed`; `records`, a list each round appends its confidences,
+verify lengths and accepted lengths to (programmatic: the toy study's calibration)."""
 
 from __future__ import annotations
 
 from common.dspark_schedule import Scheduler
-from reference.dspark import load_dspark
+from reference.methods.dspark_proposer import load_dspark
 from reference.registry import register
 
 

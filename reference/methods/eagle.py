@@ -17,8 +17,9 @@ from pathlib import Path
 
 import torch
 
-from reference.dflash import DFlashProposer, Drafter, context_hidden, draft_stack
-from reference.loaders import load_dflash, read_safetensors
+from reference.loaders import read_safetensors
+from reference.methods.dflash import load_dflash
+from reference.methods.dflash_drafter import DFlashProposer, Drafter, context_hidden, draft_stack
 from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
 from reference.registry import register

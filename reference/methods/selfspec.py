@@ -1,12 +1,13 @@
 """Self-speculation on the target itself: I-DLM ISD and Nemotron LinearSpec
-(reference/selfspec/). Options: `mask_token_id` (default: the last vocabulary id),
-`draft` (see each mode); ISD `stride` N; LinearSpec `tiers` [[max_running_bs, B], ...]
-or a single `block_size` B."""
+(reference/methods/isd.py, linearspec.py, selfspec_base.py). Options: `mask_token_id`
+(default: the last vocabulary id), `draft` (see each mode); ISD `stride` N; LinearSpec
+`tiers` [[max_running_bs, B], ...] or a single `block_size` B."""
 
 from __future__ import annotations
 
+from reference.methods.isd import ISD
+from reference.methods.linearspec import TIERS, LinearSpec
 from reference.registry import register
-from reference.selfspec import ISD, TIERS, LinearSpec
 
 
 @register("isd")

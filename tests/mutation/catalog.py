@@ -483,7 +483,7 @@ MUTATIONS = [
     ),
     dict(
         name="tree-inject-node-order",
-        file="reference/dflash_tree.py",
+        file="reference/methods/dflash_tree.py",
         original="slots.gather(1, path).reshape(-1)",
         replacement="slots[:, : path.shape[1]].reshape(-1)",
         tests=["tests/reference/test_tree_verify.py"],
@@ -491,7 +491,7 @@ MUTATIONS = [
     ),
     dict(
         name="tree-compact-from-table",
-        file="reference/dflash_tree.py",
+        file="reference/methods/dflash_tree.py",
         original="compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, slots)",
         replacement="compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, "
                     "self.pool.req_to_token[rows].long().gather(1, prefix_lens[:, None] "
@@ -660,7 +660,7 @@ MUTATIONS = [
     ),
     dict(
         name="dflash-draft-over-the-full-block",
-        file="reference/dflash.py",
+        file="reference/methods/dflash_drafter.py",
         original="kv_lens = rnd.prefix_lens + rnd.block_ids.shape[1]",
         replacement="kv_lens = rnd.prefix_lens + self.block_size",
         tests=["tests/reference/test_verify_schedule.py"],

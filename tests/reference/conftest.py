@@ -16,7 +16,8 @@ from safetensors.torch import save_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from reference.kv_pool import KVPool
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
+from reference.methods.dflash import load_dflash
 
 
 @pytest.fixture(scope="module")

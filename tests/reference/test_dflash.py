@@ -10,9 +10,10 @@ import torch
 from kernels import prepare_block_ref
 from reference.config import ConfigError
 from reference.cuda_graphs import GraphCache
-from reference.dflash import draft_forward
 from reference.kv_pool import KVPool, KVShape
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
+from reference.methods.dflash import load_dflash
+from reference.methods.dflash_drafter import draft_forward
 from reference.model import ForwardBatch
 from reference.proposers import Round
 from tests.reference.conftest import TINY, drafter_config, drafter_weights, write_drafter

@@ -12,8 +12,8 @@ from safetensors.torch import save_file
 
 from common.dspark_schedule import Scheduler, SPSTable
 from reference.config import ConfigError
-from reference.dspark import load_dspark
 from reference.generate import generate
+from reference.methods.dspark_proposer import load_dspark
 from tests.reference.conftest import TINY, drafter_config, drafter_weights
 
 GAMMA, RANK = 4, 8

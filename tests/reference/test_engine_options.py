@@ -15,7 +15,8 @@ import torch
 from common.engine_options import EngineOptions, add_arguments, from_args, to_argv
 from reference import ops
 from reference.generate import generate
-from reference.loaders import random_dflash, random_target
+from reference.loaders import random_target
+from reference.methods.dflash_drafter import random_dflash
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,

@@ -14,7 +14,7 @@ from reference.cuda_graphs import GraphCache
 from reference.engine import Runtime
 from reference.generate import generate
 from reference.kv_pool import KVPool, KVShape, PoolFullError
-from reference.loaders import load_dflash
+from reference.methods.dflash import load_dflash
 from reference.methods.oracle import OracleProposer
 
 

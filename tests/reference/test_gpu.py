@@ -8,7 +8,8 @@ import torch
 from common.survival import geometric_survival
 from reference import ops
 from reference.generate import generate
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
+from reference.methods.dflash import load_dflash
 from reference.methods.oracle import OracleProposer
 
 pytestmark = pytest.mark.gpu
@@ -117,7 +118,7 @@ def test_cuda_second_proposer_over_one_drafter_captures_nothing():
     from pathlib import Path
 
     from common.engine_options import EngineOptions
-    from reference.dflash import DFlashProposer
+    from reference.methods.dflash_drafter import DFlashProposer
     from toy.eval_sets import held_out_prompts
 
     zoo = Path(__file__).resolve().parents[2] / "experiments" / "zoo"

@@ -15,9 +15,10 @@ import torch
 
 from common.engine_options import EngineOptions
 from reference.cuda_graphs import GraphCache
-from reference.dflash import DFlashProposer
 from reference.generate import generate
-from reference.loaders import load_dflash, load_target, random_dflash, random_target
+from reference.loaders import load_target, random_target
+from reference.methods.dflash import load_dflash
+from reference.methods.dflash_drafter import DFlashProposer, random_dflash
 from reference.methods.oracle import OracleProposer
 from reference.methods.variants import FusionProposer, NoFeatureProposer
 

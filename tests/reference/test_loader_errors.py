@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from reference.config import ConfigError
-from reference.loaders import load_dflash, load_target, target_config
+from reference.loaders import load_target, target_config
+from reference.methods.dflash import load_dflash
 
 
 @pytest.fixture

@@ -8,8 +8,9 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from reference.generate import generate
-from reference.selfspec import ISD, LinearSpec, select_block_size
-from reference.selfspec import tpf_closed_form as tpf
+from reference.methods.isd import ISD
+from reference.methods.isd import tpf_closed_form as tpf
+from reference.methods.linearspec import LinearSpec, select_block_size
 
 
 def _prompts(lens, vocab, seed=0):

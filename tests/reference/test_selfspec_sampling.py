@@ -16,7 +16,8 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from reference.generate import generate
-from reference.selfspec import ISD, LinearSpec
+from reference.methods.isd import ISD
+from reference.methods.linearspec import LinearSpec
 from reference.verify import Sampling, verify_sampling
 from tests.reference.sampling_oracle import joint_23_pvalue
 from tests.stats import FALSE_ALARM, chi2_pvalue, seeds

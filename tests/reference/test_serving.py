@@ -14,7 +14,7 @@ from reference.cuda_graphs import GraphCache
 from reference.engine import Runtime
 from reference.generate import generate
 from reference.kv_pool import KVPool, KVShape
-from reference.loaders import load_dflash
+from reference.methods.dflash import load_dflash
 from reference.methods.oracle import OracleProposer
 from reference.serve import (
     ClosedLoop,

@@ -9,11 +9,11 @@ import torch
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from reference.dflash_tree import DFlashTreeProposer
 from reference.engine import Engine, runtime
 from reference.generate import generate
-from reference.loaders import load_dflash
 from reference.methods import build
+from reference.methods.dflash import load_dflash
+from reference.methods.dflash_tree import DFlashTreeProposer
 from reference.model import ForwardBatch
 from reference.tree import accept_greedy, build_tree, compact_path, verify_tree
 from reference.verify import Sampling

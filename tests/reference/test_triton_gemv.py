@@ -92,7 +92,8 @@ def test_cuda_engine_with_triton_gemv_is_lossless(tiny_dir, drafter_dir, monkeyp
     """fp32 tiny target on CUDA (graphs): the switch on gives plain decode's tokens, and
     DFlash on top of it stays lossless; the kernel ran (tuned before capture)."""
     from reference.generate import generate
-    from reference.loaders import load_dflash, load_target
+    from reference.loaders import load_target
+    from reference.methods.dflash import load_dflash
 
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (5, 9, 3)]
@@ -117,7 +118,8 @@ def test_cuda_engine_with_deferred_residual_and_draft_kernels_is_lossless(tiny_d
     """fp32 tiny target on CUDA (graphs): deferred_residual and draft_kernels (the defaults)
     give the greedy tokens of both off, plain and DFlash."""
     from reference.generate import generate
-    from reference.loaders import load_dflash, load_target
+    from reference.loaders import load_target
+    from reference.methods.dflash import load_dflash
 
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (6, 2, 11)]
@@ -137,7 +139,8 @@ def test_cuda_engine_with_pdl_gives_the_same_tokens(tiny_dir, drafter_dir):
     """EngineOptions.pdl launches the same kernels, only earlier: bf16 tiny target on CUDA
     (graphs), the greedy tokens of plain and DFlash decoding equal those without it."""
     from reference.generate import generate
-    from reference.loaders import load_dflash, load_target
+    from reference.loaders import load_target
+    from reference.methods.dflash import load_dflash
 
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (5, 9, 3)]

@@ -102,7 +102,7 @@ def test_a_scheduled_short_block_drafts_as_a_drafter_built_at_that_block(tiny, m
     """DFlash at B = 8 with K = 2 drafts every round exactly as the same weights built at
     B = 3 (`weights_of`): its draft attends over the 3-token block, not 8 slots (the draft
     logits of every round, bitwise)."""
-    import reference.dflash as dflash
+    import reference.methods.dflash_drafter as dflash
 
     target, drafter = tiny
     prompts = [list(range(3, 15)), list(range(20, 29))]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 
 from experiments.block_size_probe import biased_logits, plot, position_accuracy
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
+from reference.methods.dflash import load_dflash
 from toy import dense_blocks
 from toy.gen_data import load_dataset
 from toy.tokenizer import MASK, load_tokenizer

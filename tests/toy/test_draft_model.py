@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernels.paged_attention.ref import visible_keys
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
+from reference.methods.dflash import load_dflash
 from tests.reference.conftest import TINY, write_target
 from tests.reference.test_dflash import dense_draft_logits
 from toy.draft_model import (

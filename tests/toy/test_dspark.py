@@ -8,9 +8,9 @@ import sys
 
 import torch
 
-from reference.dspark import load_dspark
 from reference.generate import generate
 from reference.loaders import load_target
+from reference.methods.dspark_proposer import load_dspark
 from toy import dspark_study
 from toy.gen_data import load_dataset
 from toy.tokenizer import MASK, load_tokenizer

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from kernels.kv_materialize.ref import kv_materialize_ref
-from reference.dflash import context_hidden
-from reference.dspark import dspark_hidden
 from reference.loaders import load_target
+from reference.methods.dflash_drafter import context_hidden
+from reference.methods.dspark_proposer import dspark_hidden
 from reference.model import ForwardBatch
 from tests.reference.conftest import TINY, write_target
 from toy.draft_model import block_layout, drafter_config_dict

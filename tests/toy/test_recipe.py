@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from reference.generate import generate
-from reference.loaders import load_dflash, load_target
+from reference.loaders import load_target
+from reference.methods.dflash import load_dflash
 from toy import stages
 from toy.gen_data import load_dataset, split_prompts
 from toy.recipe import (

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from reference.dflash import DFlashProposer, Drafter, draft_forward
+from reference.methods.dflash_drafter import DFlashProposer, Drafter, draft_forward
 from reference.model import ForwardBatch, Target
 from reference.tree import (
     Tree,

@@ -1,8 +1,8 @@
 """The DSpark proposer: DFlash backbone + sequential Markov head + confidence head.
 
 shared/research/dspark-idlm-nemotron.md 1.2. The backbone is the DFlash drafter (same layers,
-fc/hidden_norm KV injection of committed context, reference/dflash.py), but the anchor slot
-is itself prediction position 1: gamma inputs `[x0, MASK * (gamma-1)]` at positions
+fc/hidden_norm KV injection of committed context, reference/methods/dflash_drafter.py), but
+the anchor slot is itself prediction position 1: gamma inputs `[x0, MASK * (gamma-1)]` at positions
 p..p+gamma-1 give gamma hidden states h_k, k = 1..gamma, and base logits U_k = head(h_k) that
 score x_k at position p+k. The verify block is B = gamma + 1 tokens `[x0, x_1 .. x_gamma]`.
 Drafts are sampled left to right with a rank-r Markov bias, logits_k = U_k + W2 W1[x_{k-1}],
@@ -27,7 +27,7 @@ import torch
 
 from common.dspark_schedule import Scheduler
 from reference.config import ConfigError, DFlashConfig
-from reference.dflash import DFlashProposer, Drafter, draft_stack
+from reference.methods.dflash_drafter import DFlashProposer, Drafter, draft_stack
 from reference.model import ForwardBatch, Target, rms_norm
 from reference.proposers import Proposal, Round
 
@@ -200,7 +200,8 @@ def load_dspark(
     records: list | None = None,
 ) -> DSparkProposer:
     """Load a DSpark folder (module docstring) for `target`."""
-    from reference.loaders import drafter_from_state_dict, read_safetensors
+    from reference.loaders import read_safetensors
+    from reference.methods.dflash_drafter import drafter_from_state_dict
 
     directory = Path(path)
     raw = json.loads((directory / "config.json").read_text())

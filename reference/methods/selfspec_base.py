@@ -1,6 +1,6 @@
 """Self-speculative methods: one model drafts (at MASK positions) and verifies itself.
 
-A mode (reference/selfspec/isd.py, reference/selfspec/linearspec.py) is a `Proposer` that
+A mode (reference/methods/isd.py, reference/methods/linearspec.py) is a `Proposer` that
 owns the whole round (`owns_round`): it runs its own target forwards instead of the engine's
 draft -> verify pipeline, so it runs in the one host loop (reference/serve/loop.py) like every
 other method, and `generate()`, the server and `workbench decode` all reach it. It keeps its

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
-from reference.selfspec.base import RoundResult, SelfSpecMode
+from reference.methods.selfspec_base import RoundResult, SelfSpecMode
 from reference.verify import target_probs, verify_greedy, verify_sampling
 
 TIERS = ((4, 16), (32, 8), (1 << 30, 4))  # (max_running_bs, B), ascending

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from reference.selfspec.base import RoundResult, SelfSpecMode
+from reference.methods.selfspec_base import RoundResult, SelfSpecMode
 from reference.verify import sample, target_probs, verify_greedy, verify_sampling
 
 DRAFTS = ("sample", "argmax", "argmax_softmax_q")

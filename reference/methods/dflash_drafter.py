@@ -18,6 +18,12 @@ import torch
 from reference import ops
 from reference.config import DFlashConfig
 from reference.kv_pool import KVShape
+from reference.loaders import (
+    DFLASH_PRESETS,
+    _layers,
+    _take,
+    random_dflash_state_dict,
+)
 from reference.model import (
     AttentionMeta,
     ForwardBatch,
@@ -25,6 +31,7 @@ from reference.model import (
     Target,
     attention_meta,
     rms_norm,
+    rope_cache,
 )
 from reference.proposers import Proposal, Proposer, Round
 
@@ -138,3 +145,35 @@ class DFlashProposer(Proposer):
     def commit(self, rnd: Round, aux, commit_lens) -> None:
         self.graphs.run(("inject", self.graph_key), self._inject, aux.flatten(0, 1),
                         rnd.positions.reshape(-1), rnd.cache_loc.reshape(-1), commit_lens)
+
+
+def drafter_from_state_dict(cfg: DFlashConfig, weights: dict, target: Target,
+                            where: str = "drafter") -> Drafter:
+    """Build a Drafter from z-lab tensor names (`layers.*`, `fc`, `hidden_norm`, `norm`)."""
+    m, device, dtype = cfg.model, target.device, target.dtype
+    hdim, k = m.hidden_size, len(cfg.target_layer_ids)
+    layers = _layers(m, weights, "", where, device, dtype)
+    q_rows = m.num_heads * m.head_dim
+    return Drafter(
+        config=cfg, layers=layers,
+        fc=_take(weights, "fc.weight", (hdim, k * hdim), where, device, dtype),
+        hidden_norm=_take(weights, "hidden_norm.weight", (hdim,), where, device, dtype),
+        norm=_take(weights, "norm.weight", (hdim,), where, device, dtype),
+        w_kv=torch.stack([w.wqkv[q_rows:] for w in layers]).contiguous(),
+        k_norm=torch.stack([w.k_norm for w in layers]).contiguous(),
+        cos_sin=rope_cache(m.head_dim, m.rope_theta, max(m.max_position,
+                                                         target.config.max_position), device),
+    )
+
+
+def random_dflash(preset: str, target: Target, *, block_size: int | None = None,
+                  seed: int = 1) -> DFlashProposer:
+    """A DFlash proposer with random weights of the `DFLASH_PRESETS[preset]` shapes."""
+    if preset not in DFLASH_PRESETS:
+        raise ValueError(f"unknown drafter preset {preset!r}; choose one of "
+                         f"{sorted(DFLASH_PRESETS)}")
+    cfg = DFlashConfig.from_dict(DFLASH_PRESETS[preset], target.config, block_size,
+                                 f"drafter preset {preset}")
+    state = random_dflash_state_dict(cfg, device=target.device, dtype=target.dtype, seed=seed)
+    return DFlashProposer(drafter_from_state_dict(cfg, state, target, preset), target,
+                          block_size=cfg.block_size)
