@@ -14,7 +14,7 @@
 #                count and keys per loop step at batch 1, the attention's early loads at
 #                the decode, verify and tree shapes; the tuned GEMV against cuBLAS in
 #                graph replays that stream W past L2); each device phase of a bs-1 round
-#                replayed alone (reference.bench_phases: time, weight floor, top kernels), with
+#                replayed alone (workbench.bench.phases: time, weight floor, top kernels), with
 #                the defaults and with --no-pdl (~7.5 min)
 #       drafters both main DFlash drafters in parallel (8 minutes of training), eval, zoo
 #                export (~9.5 min; needs world)
@@ -223,13 +223,13 @@ case $part in
     done
     ;;
   engine)
-    run bench 200 python -m reference.bench --out "$R/bench.json" "${BENCH[@]}"
-    run bench_do_bench_tuned 200 python -m reference.bench \
+    run bench 200 python -m workbench.bench --out "$R/bench.json" "${BENCH[@]}"
+    run bench_do_bench_tuned 200 python -m workbench.bench \
       --out "$R/bench_do_bench_tuned.json" "${BENCH[@]}" --no-gemv-tune-graph
     [ -z "$micro" ] && run kernels 150 python -m kernels.bench --ops paged_attention,gemv \
       --out "$R/kernels.json"
-    run phases 150 python -m reference.bench_phases --out "$R/phases.json" "${PHASES[@]}"
-    run phases_nopdl 150 python -m reference.bench_phases --out "$R/phases_nopdl.json" \
+    run phases 150 python -m workbench.bench.phases --out "$R/phases.json" "${PHASES[@]}"
+    run phases_nopdl 150 python -m workbench.bench.phases --out "$R/phases_nopdl.json" \
       "${PHASES[@]}" --no-pdl
     ;;
   drafters)
@@ -360,7 +360,7 @@ case $part in
       for side in unfused fused; do
         flag=()
         [ $side = fused ] && flag=(--fused-commit)
-        run "bench_${side}_$i" 150 python -m reference.bench --out "$R/bench_${side}_$i.json" \
+        run "bench_${side}_$i" 150 python -m workbench.bench --out "$R/bench_${side}_$i.json" \
           "${COMMIT_AB[@]}" "${flag[@]}"
       done
     done

@@ -11,7 +11,8 @@ order). Copy or consume what is kept (`torch.cat`, `.clone()`) before the next `
 tests/toy/test_engine_drafts.py models this on the CPU. On the CPU, or when disabled, `run`
 simply calls the function, so the same engine code runs eagerly. A `run` inside a function
 being captured (a graphed step calling another graphed step) calls its function directly:
-its kernels become part of the outer graph.
+its kernels become part of the outer graph. Inputs may be tensors or (named) tuples of
+tensors and None (a round's stage results): the graph's inputs are their tensors.
 """
 
 from __future__ import annotations
@@ -41,14 +42,16 @@ class GraphCache:
         """
         if not self.enabled or self._inside:  # nested in a capture: part of the outer graph
             return fn(*inputs)
-        full_key = self.full_key(key, inputs)
+        leaves, spec = flatten(inputs)
+        full_key = (key, tuple((t.shape, t.dtype) for t in leaves))
         entry = self._graphs.get(full_key)
         if entry is None:
-            entry = self._graphs[full_key] = self._capture(key, fn, inputs)
+            entry = self._graphs[full_key] = self._capture(
+                key, fn if spec is None else lambda *xs: fn(*unflatten(spec, iter(xs))), leaves)
         graph, static_in, static_out, first_fn = entry
         if graph is None:
-            return first_fn(*inputs)
-        for dst, src in zip(static_in, inputs):
+            return first_fn(*leaves)
+        for dst, src in zip(static_in, leaves):
             dst.copy_(src)
         graph.replay()
         return static_out
@@ -60,8 +63,8 @@ class GraphCache:
 
     @staticmethod
     def full_key(key, inputs) -> tuple:
-        """What a graph is cached under: its key and its inputs' shapes and dtypes."""
-        return (key, tuple((t.shape, t.dtype) for t in inputs))
+        """What a graph is cached under: its key and its input tensors' shapes and dtypes."""
+        return (key, tuple((t.shape, t.dtype) for t in flatten(inputs)[0]))
 
     def replay_last(self, full_key: tuple) -> None:
         """Replay the graph cached under `full_key` on its static inputs, which hold its last
@@ -96,3 +99,39 @@ class GraphCache:
                           stacklevel=3)
             return None, static_in, None, fn
         return graph, static_in, static_out, fn
+
+
+def flatten(inputs: tuple) -> tuple[list[torch.Tensor], tuple | None]:
+    """The tensors of `inputs` in order, and the structure `unflatten` rebuilds them with
+    (None when every input is a tensor)."""
+    if all(isinstance(x, torch.Tensor) for x in inputs):
+        return list(inputs), None
+    leaves: list[torch.Tensor] = []
+    return leaves, tuple(_spec(x, leaves) for x in inputs)
+
+
+def _spec(x, leaves: list[torch.Tensor]):
+    if isinstance(x, torch.Tensor):
+        leaves.append(x)
+        return True
+    if x is None:
+        return None
+    if isinstance(x, tuple):
+        return type(x), tuple(_spec(v, leaves) for v in x)
+    raise TypeError(f"a graph input must be a tensor, None or a tuple of them, got {type(x)}")
+
+
+def unflatten(spec: tuple, leaves) -> tuple:
+    """The inputs `flatten` gave `spec` for, rebuilt from an iterator over their tensors."""
+    return tuple(_build(s, leaves) for s in spec)
+
+
+def _build(s, leaves):
+    if s is True:
+        return next(leaves)
+    if s is None:
+        return None
+    kind, items = s
+    values = [_build(v, leaves) for v in items]
+    return kind(*values) if kind is not tuple else tuple(values)
+

@@ -1,4 +1,4 @@
-"""Ratios after / before of `reference.bench` runs written by ab_bench.sh (stdlib only).
+"""Ratios after / before of `workbench.bench` runs written by ab_bench.sh (stdlib only).
 
     python benchmarks/reference/ab_report.py DIR     # DIR/before_<r>.json, DIR/after_<r>.json
 

@@ -2,7 +2,7 @@
 
 Each module of this package registers its method(s) with `reference.registry.register`;
 importing the package imports them all (a new method is one new module here). `build` is the
-only way drivers (decode, serve-bench, reference.bench, calibrate, validate, the acceptance
+only way drivers (decode, serve-bench, workbench.bench, calibrate, validate, the acceptance
 experiments, the toy studies) make a proposer:
 
     proposer = build(MethodSpec.parse("dflash:path=experiments/zoo/dflash-b16"), target)

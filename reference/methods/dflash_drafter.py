@@ -33,7 +33,7 @@ from reference.model import (
     rms_norm,
     rope_cache,
 )
-from reference.proposers import Proposal, Proposer, Round
+from reference.proposers import Accepted, Proposal, Proposer, Round, Verified
 
 
 @dataclass
@@ -142,9 +142,12 @@ class DFlashProposer(Proposer):
         drafts = self.graphs.run(("draft", self.graph_key), self._draft, *args)
         return Proposal(torch.cat([rnd.verified_id[:, None], drafts], dim=1))
 
-    def commit(self, rnd: Round, aux, commit_lens) -> None:
-        self.graphs.run(("inject", self.graph_key), self._inject, aux.flatten(0, 1),
-                        rnd.positions.reshape(-1), rnd.cache_loc.reshape(-1), commit_lens)
+    def commit(self, rnd: Round, proposal: Proposal, verified: Verified,
+               accepted: Accepted) -> None:
+        """Inject the committed columns' captured states into the draft pool."""
+        self.graphs.run(("inject", self.graph_key), self._inject, verified.aux.flatten(0, 1),
+                        rnd.positions.reshape(-1), rnd.cache_loc.reshape(-1),
+                        accepted.out.commit_lens)
 
 
 def drafter_from_state_dict(cfg: DFlashConfig, weights: dict, target: Target,

@@ -137,8 +137,11 @@ class DSparkProposer(DFlashProposer):
 
     temperature: the draft's sampling temperature (0: argmax); any value keeps decoding
     lossless, matching generate's temperature maximises acceptance. With `records` a list,
-    every round appends (c (n, gamma), l (n,), accept_len (n,)) of its real rows.
+    every round appends (c (n, gamma), l (n,), accept_len (n,)) of its real rows (on the
+    host: its commit stays out of the verify graph).
     """
+
+    commit_in_graph = False
 
     def __init__(
         self,
@@ -180,8 +183,9 @@ class DSparkProposer(DFlashProposer):
         self._last = (c, ell)
         return Proposal(torch.cat([rnd.verified_id[:, None], drafts], dim=1), q, ell)
 
-    def commit(self, rnd: Round, aux, commit_lens) -> None:
-        super().commit(rnd, aux, commit_lens)
+    def commit(self, rnd: Round, proposal: Proposal, verified, accepted) -> None:
+        super().commit(rnd, proposal, verified, accepted)
+        commit_lens = accepted.out.commit_lens
         if self.records is not None:
             keep = commit_lens > 0
             c, ell = self._last

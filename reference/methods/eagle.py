@@ -122,10 +122,10 @@ class EagleProposer(DFlashProposer):
         keep = (commit_lens > 0)[:, None]
         self._prev[req_rows] = torch.where(keep, last, self._prev[req_rows])
 
-    def commit(self, rnd: Round, aux, commit_lens) -> None:
-        self.graphs.run(("eagle-commit", self.graph_key), self._commit, self._candidates, aux,
-                        rnd.positions, rnd.cache_loc, rnd.req_rows, rnd.prefix_lens,
-                        commit_lens)
+    def commit(self, rnd: Round, proposal, verified, accepted) -> None:
+        self.graphs.run(("eagle-commit", self.graph_key), self._commit, self._candidates,
+                        verified.aux, rnd.positions, rnd.cache_loc, rnd.req_rows,
+                        rnd.prefix_lens, accepted.out.commit_lens)
 
 
 @register("eagle")

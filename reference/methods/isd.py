@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from reference.methods.selfspec_base import RoundResult, SelfSpecMode
+from reference.proposers import Proposal
 from reference.verify import sample, target_probs, verify_greedy, verify_sampling
 
 DRAFTS = ("sample", "argmax", "argmax_softmax_q")
@@ -53,12 +54,12 @@ class ISD(SelfSpecMode):
             raise ValueError(f"stride N must be >= 2, got {stride}")
         if draft not in DRAFTS:
             raise ValueError(f"draft must be one of {DRAFTS}, got {draft!r}")
-        self.n, self.mask_token_id, self.draft = stride, mask_token_id, draft
+        self.n, self.mask_token_id, self.draft_mode = stride, mask_token_id, draft
         self.max_query = 2 * stride - 1
 
     @property
     def keeps_q(self) -> bool:
-        return not self.sampling.greedy and self.draft != "argmax"
+        return not self.sampling.greedy and self.draft_mode != "argmax"
 
     def bind(self, target, pool, graphs, *args) -> None:
         super().bind(target, pool, graphs, *args)
@@ -71,8 +72,8 @@ class ISD(SelfSpecMode):
     def reset(self, rows: torch.Tensor) -> None:
         self.cold[rows] = True
 
-    def propose(self, mask_logits: torch.Tensor, rows: torch.Tensor,
-                positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def draft(self, mask_logits: torch.Tensor, rows: torch.Tensor,
+              positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Drafts (bs, N-1) i64 and their q (bs, N-1, V) fp32 or None (one-hot drafts).
 
         Args:
@@ -82,40 +83,44 @@ class ISD(SelfSpecMode):
         if self.sampling.greedy:
             return mask_logits.argmax(dim=-1), None
         q = target_probs(mask_logits, self.sampling)
-        if self.draft == "sample":
+        if self.draft_mode == "sample":
             drafts = torch.multinomial(q.flatten(0, 1), 1, generator=self.gen)
             return drafts.view(q.shape[:2]), q
-        return q.argmax(dim=-1), (q if self.draft == "argmax_softmax_q" else None)
+        return q.argmax(dim=-1), (q if self.draft_mode == "argmax_softmax_q" else None)
 
-    def round(self, rows, prefix_lens, pending, live) -> RoundResult:
-        n, bs = self.n, rows.shape[0]
-        cold, specs = self.cold[rows], self.specs[rows]
-        ids = torch.full((bs, 2 * n - 1), self.mask_token_id, dtype=torch.int64,
-                         device=rows.device)
-        ids[:, 0] = pending
-        ids[:, 1:n] = torch.where(cold[:, None], self.mask_token_id, specs)
-        logits = self.forward(ids, rows, prefix_lens)  # (bs, 2N-1, V)
+    def propose(self, rnd) -> Proposal:
+        """The forward's 2N-1 tokens: V [pending, s_0 .. s_{N-2}, MASK * (N-1)], or C."""
+        n, rows = self.n, rnd.req_rows
+        self._cold, self._specs = self.cold[rows], self.specs[rows]
+        ids = rnd.block_ids.clone()  # [pending, MASK * (2N-2)]
+        ids[:, 1:n] = torch.where(self._cold[:, None], self.mask_token_id, self._specs)
+        return Proposal(ids)
 
-        cand = torch.cat([pending[:, None], specs], dim=1)  # (bs, N)
+    def judge(self, rnd, proposal, verified) -> RoundResult:
+        n, rows, prefix_lens = self.n, rnd.req_rows, rnd.prefix_lens
+        logits, cold = verified.logits, self._cold  # (bs, 2N-1, V)
+        cand = torch.cat([rnd.verified_id[:, None], self._specs], dim=1)  # (bs, N)
         if self.sampling.greedy:
             res = verify_greedy(cand, logits[:, :n], prefix_lens)
         else:
             q = self.q[rows] if self.keeps_q else None
             res = verify_sampling(cand, logits[:, :n], prefix_lens, self.sampling, self.gen, q)
         clean_cold = sample(logits[:, 0], self.sampling, self.gen)  # C: token after t0
-
-        first = torch.where(cold, 1, n)  # the first used MASK position of the row's layout
-        idx = first[:, None] + torch.arange(n - 1, device=rows.device)  # (bs, N-1)
-        mask_logits = logits.gather(1, idx[..., None].expand(-1, -1, logits.shape[-1]))
-        drafts, q_new = self.propose(mask_logits, rows, prefix_lens[:, None] + idx + 1)
-
-        accept = torch.where(cold, 0, res.accept_lens.long())
+        self._accept = accept = torch.where(cold, 0, res.accept_lens.long())
         n_out = torch.where(cold, 1, res.commit_lens.long())
         out = res.out_tokens.clone()
         out[:, 0] = torch.where(cold, clean_cold, out[:, 0])
-        self.cold[rows] = ~cold & (accept < n - 1)
+        tested = torch.where(cold, 0, (accept + 1).clamp(max=n - 1))
+        return RoundResult(out, n_out, torch.full_like(n_out, 2 * n - 1), tested, accept)
+
+    def commit(self, rnd, proposal, verified, accepted) -> None:
+        """The next round's drafts from the used MASK positions, and the rows' state."""
+        n, rows, logits, cold = self.n, rnd.req_rows, verified.logits, self._cold
+        first = torch.where(cold, 1, n)  # the first used MASK position of the row's layout
+        idx = first[:, None] + torch.arange(n - 1, device=rows.device)  # (bs, N-1)
+        mask_logits = logits.gather(1, idx[..., None].expand(-1, -1, logits.shape[-1]))
+        drafts, q_new = self.draft(mask_logits, rows, rnd.prefix_lens[:, None] + idx + 1)
+        self.cold[rows] = ~cold & (self._accept < n - 1)
         self.specs[rows] = drafts
         if q_new is not None:
             self.q[rows] = q_new
-        tested = torch.where(cold, 0, (accept + 1).clamp(max=n - 1))
-        return RoundResult(out, n_out, torch.full_like(n_out, 2 * n - 1), tested, accept)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import torch
 
 from reference.methods.selfspec_base import RoundResult, SelfSpecMode
+from reference.proposers import Proposal
 from reference.verify import target_probs, verify_greedy, verify_sampling
 
 TIERS = ((4, 16), (32, 8), (1 << 30, 4))  # (max_running_bs, B), ascending
@@ -57,30 +58,36 @@ class LinearSpec(SelfSpecMode):
             raise ValueError(f"tiers must ascend in max_running_bs with B >= 2: {tiers}")
         if draft not in ("sample", "argmax"):
             raise ValueError(f"draft must be 'sample' or 'argmax', got {draft!r}")
-        self.mask_token_id, self.tiers, self.draft = mask_token_id, tiers, draft
+        self.mask_token_id, self.tiers, self.draft_mode = mask_token_id, tiers, draft
         self.max_query = max(b for _, b in tiers)
 
-    def propose(self, draft_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def block_at(self, n: int) -> int:
+        """The tier's B for a running batch of n requests."""
+        return select_block_size(n, self.tiers)
+
+    def draft(self, draft_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Drafts (bs, B-1) i64 and q (bs, B-1, V) fp32 or None from draft_logits (bs, B-1, V)."""
-        if self.sampling.greedy or self.draft == "argmax":
+        if self.sampling.greedy or self.draft_mode == "argmax":
             return draft_logits.argmax(dim=-1), None
         q = target_probs(draft_logits, self.sampling)
         drafts = torch.multinomial(q.flatten(0, 1), 1, generator=self.gen)
         return drafts.view(q.shape[:2]), q
 
-    def round(self, rows, prefix_lens, pending, live) -> RoundResult:
-        bs = rows.shape[0]
-        block = select_block_size(live, self.tiers)
-        ids = torch.full((bs, block), self.mask_token_id, dtype=torch.int64, device=rows.device)
-        ids[:, 0] = pending
-        draft_logits = self.forward(ids, rows, prefix_lens, causal=False)[:, 1:]
-        drafts, q = self.propose(draft_logits)
-        cand = torch.cat([pending[:, None], drafts], dim=1)  # (bs, B)
-        logits = self.forward(cand, rows, prefix_lens)  # causal; rewrites the block's K/V
+    def propose(self, rnd) -> Proposal:
+        """The bidirectional draft pass over the round's block [x, MASK * (B-1)]; the
+        engine's verify is the causal pass, which rewrites the block's K/V."""
+        draft_logits = self.forward(rnd.block_ids, rnd.req_rows, rnd.prefix_lens,
+                                    causal=False)[:, 1:]
+        drafts, q = self.draft(draft_logits)
+        return Proposal(torch.cat([rnd.verified_id[:, None], drafts], dim=1), q)
+
+    def judge(self, rnd, proposal, verified) -> RoundResult:
+        cand, block = proposal.candidates, proposal.candidates.shape[1]
         if self.sampling.greedy:
-            res = verify_greedy(cand, logits, prefix_lens)
+            res = verify_greedy(cand, verified.logits, rnd.prefix_lens)
         else:
-            res = verify_sampling(cand, logits, prefix_lens, self.sampling, self.gen, q)
+            res = verify_sampling(cand, verified.logits, rnd.prefix_lens, self.sampling,
+                                  self.gen, proposal.q)
         accept = res.accept_lens.long()
         tested = (accept + 1).clamp(max=block - 1)
         return RoundResult(res.out_tokens, res.commit_lens.long(),

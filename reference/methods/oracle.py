@@ -112,9 +112,9 @@ class OracleProposer(Proposer):
         """Its commit is the shadow's (none without one)."""
         return self.shadow is None or self.shadow.commit_in_graph
 
-    def commit(self, rnd: Round, aux, commit_lens) -> None:
+    def commit(self, rnd: Round, proposal, verified, accepted) -> None:
         if self.shadow is not None:
-            self.shadow.commit(rnd, aux, commit_lens)
+            self.shadow.commit(rnd, proposal, verified, accepted)
 
     def propose(self, rnd: Round) -> Proposal:
         if self.shadow is not None:

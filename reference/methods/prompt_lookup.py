@@ -92,9 +92,9 @@ class PromptLookupProposer(Proposer):
         self._candidates = torch.cat([rnd.verified_id[:, None], drafts], dim=1)
         return Proposal(self._candidates)
 
-    def commit(self, rnd: Round, aux, commit_lens) -> None:
+    def commit(self, rnd: Round, proposal, verified, accepted) -> None:
         j = torch.arange(self.block_size, device=rnd.positions.device)
-        keep = (j[None, :] >= 1) & (j[None, :] < commit_lens[:, None])
+        keep = (j[None, :] >= 1) & (j[None, :] < accepted.out.commit_lens[:, None])
         self._write(rnd.req_rows, rnd.positions, self._candidates, keep)
 
 

@@ -1,11 +1,12 @@
 """Self-speculative methods: one model drafts (at MASK positions) and verifies itself.
 
-A mode (reference/methods/isd.py, reference/methods/linearspec.py) is a `Proposer` that
-owns the whole round (`owns_round`): it runs its own target forwards instead of the engine's
-draft -> verify pipeline, so it runs in the one host loop (reference/serve/loop.py) like every
-other method, and `generate()`, the server and `workbench decode` all reach it. It keeps its
-per-request device state in arrays indexed by the request's pool row, so finished requests
-leave the batch without any re-packing; padding rows use row 0.
+A mode (reference/methods/isd.py, reference/methods/linearspec.py) is a `Proposer` whose
+drafts come from the target itself: it fills in the engine's round (propose, then the
+engine's verify forward, then its own accept and commit), so it runs in the one host loop
+(reference/serve/loop.py) like every other method, and `generate()`, the server and
+`workbench decode` all reach it. It keeps its per-request device state in arrays indexed by
+the request's pool row, so finished requests leave the batch without any re-packing;
+padding rows use row 0.
 
 As in the rest of the engine, `prefix_len` counts the tokens whose KV is committed and the
 last emitted token (`pending`, the anchor) has none yet. A round writes K/V for every query
@@ -21,7 +22,7 @@ from typing import NamedTuple
 import torch
 
 from reference.model import ForwardBatch
-from reference.proposers import Proposer
+from reference.proposers import Accepted, Proposal, Proposer, Round, StepOutput, Verified
 
 
 class RoundResult(NamedTuple):
@@ -50,7 +51,6 @@ class SelfSpecMode(Proposer):
         mask_token_id: the MASK id fed at draft positions.
     """
 
-    owns_round = True
     max_query: int = 1
     forwards_per_round: int = 1
 
@@ -73,20 +73,23 @@ class SelfSpecMode(Proposer):
     def reset(self, rows: torch.Tensor) -> None:
         """Reset the per-row state of rows (n,) i64."""
 
-    def round(self, rows: torch.Tensor, prefix_lens: torch.Tensor, pending: torch.Tensor,
-              live: int) -> RoundResult:
-        """One round at pool rows `rows`, committed KV lengths `prefix_lens` and last emitted
-        tokens `pending`, all (bs,) i64 (padded batch); `live` real rows."""
+    def judge(self, rnd: Round, proposal: Proposal, verified: Verified) -> RoundResult:
+        """The mode's acceptance over the verify forward's logits (bs, T, V)."""
         raise NotImplementedError
 
-    def run_round(self, rows, prefix_lens, pending, valid, live):
-        res = self.round(rows, prefix_lens, pending, live)
+    def accept(self, rnd: Round, proposal: Proposal, verified: Verified) -> Accepted:
+        """`judge`, counted over the real rows; commit_len = n_out (the last committed token
+        is the next anchor)."""
+        res, valid = self.judge(rnd, proposal, verified), rnd.valid
         n_out = res.n_out * valid
         self._counts += torch.stack([n_out, res.tested * valid, res.accepted * valid]).sum(1)
         trims = torch.where(valid.bool(), res.written - res.n_out, self.max_query)
         self._trims += torch.bincount(trims, minlength=self.max_query + 1)[: self.max_query + 1]
         self._rounds += 1
-        return n_out, res.out_tokens
+        last = (n_out - 1).clamp(min=0)[:, None]
+        return Accepted(StepOutput(n_out.to(torch.int32), res.out_tokens,
+                                   res.out_tokens.gather(1, last)[:, 0] * valid,
+                                   (rnd.prefix_lens + n_out) * valid))
 
     def stats(self) -> dict:
         """decode_tokens (committed by rounds, before the host's cut), tested / accepted

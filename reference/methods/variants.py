@@ -49,9 +49,10 @@ class NoFeatureProposer(DFlashProposer):
         self._candidates = super().propose(rnd).candidates.clone()
         return Proposal(self._candidates)
 
-    def commit(self, rnd: Round, aux, commit_lens) -> None:
+    def commit(self, rnd: Round, proposal, verified, accepted) -> None:
         # Committed columns hold the anchor and the accepted drafts: the target's tokens.
-        super().commit(rnd, self.target.embed[self._candidates], commit_lens)
+        super().commit(rnd, proposal, verified._replace(aux=self.target.embed[self._candidates]),
+                       accepted)
 
 
 class FusionProposer(DFlashProposer):
@@ -66,11 +67,12 @@ class FusionProposer(DFlashProposer):
     def prefill(self, input_ids, batch: ForwardBatch, aux) -> None:
         self._context(aux, *batch)
 
-    def commit(self, rnd: Round, aux, commit_lens) -> None:
+    def commit(self, rnd: Round, proposal, verified, accepted) -> None:
         # All B columns are written; those past commit_len sit where the next round's block
         # (prefix + commit_len onwards, B wide) writes before anything reads them.
-        self.graphs.run(("fusion-context", self.graph_key), self._context, aux, rnd.positions,
-                        rnd.cache_loc, rnd.req_rows, rnd.prefix_lens + self.block_size)
+        self.graphs.run(("fusion-context", self.graph_key), self._context, verified.aux,
+                        rnd.positions, rnd.cache_loc, rnd.req_rows,
+                        rnd.prefix_lens + self.block_size)
 
 
 class ARProposer(DFlashProposer):

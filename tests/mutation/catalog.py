@@ -484,16 +484,16 @@ MUTATIONS = [
     dict(
         name="tree-inject-node-order",
         file="reference/methods/dflash_tree.py",
-        original="slots.gather(1, path).reshape(-1)",
-        replacement="slots[:, : path.shape[1]].reshape(-1)",
+        original="slots.gather(1, nodes).reshape(-1)",
+        replacement="slots[:, : nodes.shape[1]].reshape(-1)",
         tests=["tests/reference/test_tree_verify.py"],
         why="the accepted path's draft KV goes to the slots of nodes 0..d, not the path's",
     ),
     dict(
         name="tree-compact-from-table",
         file="reference/methods/dflash_tree.py",
-        original="compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, slots)",
-        replacement="compact_path(self.pool.req_to_token, rows, prefix_lens, res.path, "
+        original="compact_path(self.pool.req_to_token, rows, prefix_lens, path, slots)",
+        replacement="compact_path(self.pool.req_to_token, rows, prefix_lens, path, "
                     "self.pool.req_to_token[rows].long().gather(1, prefix_lens[:, None] "
                     "+ torch.arange(slots.shape[1])))",
         tests=["tests/reference/test_gpu.py"],
@@ -511,27 +511,29 @@ MUTATIONS = [
     ),
     dict(
         name="engine-fused-commit-at-sampling",
-        file="reference/engine.py",
-        original="and self.sampling.greedy and proposal.q is None",
-        replacement="and proposal.q is None",
+        file="reference/proposers.py",
+        original="if options.fused_commit and self.commit_in_graph and sampling.greedy:",
+        replacement="if options.fused_commit and self.commit_in_graph:",
         tests=["tests/reference/test_engine_options.py"],
         why="fused_commit accepts greedily in a sampled run",
     ),
     dict(
         name="engine-graphed-step-at-sampling",
-        file="reference/engine.py",
-        original="if (self.proposer is None and self.sampling.greedy",
-        replacement="if (self.proposer is None",
+        file="reference/proposers.py",
+        original="if options.graphed_decode and sampling.greedy:",
+        replacement="if options.graphed_decode:",
         tests=["tests/reference/test_engine_options.py"],
         why="the graphed decode step (an argmax) runs in a sampled run",
     ),
     dict(
-        name="engine-graphed-step-kv-len",
+        name="engine-verify-kv-len",
         file="reference/engine.py",
-        original="nxt = self._decode_fn(ids, positions, cache_loc, req_rows, prefix_lens + 1)",
-        replacement="nxt = self._decode_fn(ids, positions, cache_loc, req_rows, prefix_lens)",
-        tests=["tests/reference/test_engine_options.py"],
-        why="the graphed decode step attends to every key but the new token's own",
+        original="rnd.req_rows, rnd.prefix_lens + t)",
+        replacement="rnd.req_rows, rnd.prefix_lens + t - 1)",
+        tests=["tests/reference/test_method_pins.py::test_method_reproduces_its_pinned_outputs"
+               "[none]"],
+        why="the verify forward (the graphed decode step's too) attends to every key but "
+            "the last candidate's own",
     ),
     # kernels: oracles and kernels
     dict(
@@ -645,16 +647,16 @@ MUTATIONS = [
     dict(
         name="engine-verify-block-schedule-ignored",
         file="reference/engine.py",
-        original="self.proposer.block_at(batch.live or batch.req_rows.numel())",
-        replacement="self.proposer.block_size",
+        original="self.method.block_at(batch.live or batch.req_rows.numel())",
+        replacement="self.method.block_size",
         tests=["tests/reference/test_verify_schedule.py"],
         why="a large batch verifies the full block whatever its verify_schedule says",
     ),
     dict(
         name="engine-schedule-reads-padded-rows",
         file="reference/engine.py",
-        original="self.proposer.block_at(batch.live or batch.req_rows.numel())",
-        replacement="self.proposer.block_at(batch.req_rows.numel())",
+        original="self.method.block_at(batch.live or batch.req_rows.numel())",
+        replacement="self.method.block_at(batch.req_rows.numel())",
         tests=["tests/reference/test_verify_schedule.py"],
         why="the schedule reads the padded batch, not its live requests",
     ),

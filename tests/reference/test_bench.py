@@ -1,4 +1,4 @@
-"""`python -m reference.bench` on the CPU: a smoke run of the engine bench's rows."""
+"""`python -m workbench.bench` on the CPU: a smoke run of the engine bench's rows."""
 
 import pytest
 
@@ -11,7 +11,7 @@ def test_bench_rows_split_sync_and_overlap_rounds(capsys):
     wall over the rounds; the phases sum each round's wall between the host's reads: within
     2%). In overlap rounds the first round runs before the decode wall starts (behind the
     prefill), so only the phases are checked. DFlash is lossless both ways."""
-    from reference.bench import main
+    from workbench.bench.decode import main
 
     r = main(["--preset", "tiny", "--device", "cpu", "--batch-sizes", "1,2",
               "--prompt-len", "6", "--new-tokens", "12", "--block-size", "4", "--tau", "2.5",
@@ -44,7 +44,7 @@ def test_block_sizes_run_side_by_side_against_the_same_ar(capsys):
     4 (alpha solved here from 1 + a + ... + a^7 = 2.5 with numpy's polynomial roots)."""
     import numpy as np
 
-    from reference.bench import main
+    from workbench.bench.decode import main
 
     r = main(["--preset", "tiny", "--device", "cpu", "--batch-sizes", "1,2",
               "--prompt-len", "6", "--new-tokens", "12", "--block-size", "4,8", "--tau", "2.5",
@@ -65,7 +65,7 @@ def test_verify_schedule_reaches_the_default_oracle(capsys):
     """--verify-schedule [[1,1,7],[2,1024,2]] at B = 8: the batch of 2 verifies 3 tokens a
     round while both requests live and 8 once one is done, so the tau stays under what B = 8
     alone draws (the same oracle seed) and the tokens stay AR's."""
-    from reference.bench import main
+    from workbench.bench.decode import main
 
     args = ["--preset", "tiny", "--device", "cpu", "--batch-sizes", "2", "--prompt-len", "6",
             "--new-tokens", "24", "--block-size", "8", "--tau", "6", "--hf-new-tokens", "0"]
@@ -81,7 +81,7 @@ def test_verify_schedules_run_side_by_side_against_the_same_ar(capsys):
     """--verify-schedule "none;[[1,1,7],[2,1024,2]]" at B = 8: two rows of the one batch,
     sharing its AR runs; the row without a schedule draws what B = 8 alone draws (its own
     run, same oracle seed), the scheduled one the shorter blocks' lower tau."""
-    from reference.bench import main
+    from workbench.bench.decode import main
 
     args = ["--preset", "tiny", "--device", "cpu", "--batch-sizes", "2", "--prompt-len", "6",
             "--new-tokens", "24", "--block-size", "8", "--tau", "6", "--hf-new-tokens", "0"]
@@ -103,7 +103,7 @@ def test_full_batch_rate_counts_the_rounds_every_request_is_live():
     4 s over the first four rounds and the same 18 + 6 tokens of the longer request."""
     from types import SimpleNamespace
 
-    from reference.bench_report import full_batch_tok_s
+    from workbench.bench.report import full_batch_tok_s
 
     sync = SimpleNamespace(stats={"round_times": [[2, 1.0, 0.5], [2, 1.0, 0.5], [2, 1.0, 0.5],
                                                   [1, 0.5, 0.2]]},
@@ -125,7 +125,7 @@ def test_full_batch_split_averages_the_same_rounds():
     Per full round: draft 250 ms, verify 600, accept 50, inject 50, host (100 + 0) / 2."""
     from types import SimpleNamespace
 
-    from reference.bench_report import full_batch_split_ms
+    from workbench.bench.report import full_batch_split_ms
 
     out = SimpleNamespace(stats={"round_times": [[2, 1.0, 0.2, 0.6, 0.05, 0.05],
                                                  [2, 0.8, 0.3, 0.6, 0.05, 0.05],
@@ -144,7 +144,7 @@ def test_warm_ups_meet_every_graph_of_the_timed_runs(monkeypatch, capsys):
     calls (its key and input shapes, as GraphCache caches it) must have been called by an
     earlier run of the same kind (AR or method). The calls are read at GraphCache.run, which
     the CPU reaches too."""
-    import reference.bench as bench
+    import workbench.bench.decode as bench
     from reference.cuda_graphs import GraphCache
 
     runs = []  # (kind, graph keys of its calls)

@@ -1,4 +1,4 @@
-"""reference.bench_phases on the CPU: the weight bytes each phase streams (from the Qwen3
+"""workbench.bench.phases on the CPU: the weight bytes each phase streams (from the Qwen3
 shapes, written out here), replays that write no KV slot but their recorded call's, and the
 guard against a phase timed faster than its weights can stream."""
 
@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reference.bench_phases import (
+from reference.generate import generate
+from reference.loaders import DFLASH_PRESETS, PRESETS, random_target
+from reference.methods import BuildContext, MethodSpec, build
+from workbench.bench.phases import (
     PHASES,
     Recorder,
     measure,
     weight_bytes,
     with_bandwidth,
 )
-from reference.generate import generate
-from reference.loaders import DFLASH_PRESETS, PRESETS, random_target
-from reference.methods import BuildContext, MethodSpec, build
 
 F32 = 4
 
@@ -149,7 +149,7 @@ def test_a_phase_faster_than_its_weights_stream_is_a_timing_bug():
 def test_main_takes_the_engine_option_flags_and_stamps_them(capsys):
     """`--no-deferred-residual --compile-dynamic` reach the measured target's options and
     the record's `engine_options` (a CPU smoke run of the script)."""
-    from reference.bench_phases import main
+    from workbench.bench.phases import main
 
     r = main(["--device", "cpu", "--preset", "tiny", "--new-tokens", "12", "--prompt-len", "8",
               "--reps", "1", "--profile-reps", "1", "--rows", "2", "--no-deferred-residual",

@@ -15,7 +15,7 @@ from reference.loaders import load_target
 from reference.methods.dflash import load_dflash
 from reference.methods.dflash_drafter import draft_forward
 from reference.model import ForwardBatch
-from reference.proposers import Round
+from reference.proposers import Accepted, Round, StepOutput, Verified
 from tests.reference.conftest import TINY, drafter_config, drafter_weights, write_drafter
 from workbench.numerics import assert_close
 
@@ -97,12 +97,14 @@ def test_injected_draft_equals_dense_recomputation(tiny_dir, tmp_path, extra):
                 assert_close(got[b], want, kind="reduction", name=f"draft logits {b}")
             if commit is None:
                 break
-            rnd = Round(anchor, prefix, rows, block_ids, pos, cache_loc)
-            candidates = proposer.propose(rnd).candidates
+            rnd = Round(anchor, prefix, rows, block_ids, pos, cache_loc, torch.ones_like(rows))
+            proposal = proposer.propose(rnd)
+            candidates = proposal.candidates
             assert torch.equal(candidates[:, 1:], got.argmax(-1))
             _, vaux = target.forward(candidates, batch, pool.req_to_token, pool.k, pool.v,
                                      capture=proposer.target_layer_ids)
-            proposer.commit(rnd, vaux, commit)
+            out = StepOutput(commit, candidates, candidates[:, 0], prefix + commit)
+            proposer.commit(rnd, proposal, Verified(None, vaux), Accepted(out))
             ctx = [torch.cat([ctx[b], vaux[b, : commit[b]]]) for b in range(3)]
             prefix = prefix + commit
 

@@ -91,16 +91,27 @@ def test_flipping_the_kernel_switches_keeps_greedy_tokens():
         assert spec.tokens == want
 
 
+def _graph_calls(monkeypatch, key) -> list[int]:
+    """Records the batch size of every GraphCache.run under a key starting with `key`
+    (on the CPU each run calls its function: one run, one graph launch on CUDA)."""
+    from reference.cuda_graphs import GraphCache, flatten
+
+    calls, real = [], GraphCache.run
+
+    def spy(self, k, fn, *inputs):
+        if k[: len(key)] == key:
+            calls.append(flatten(inputs)[0][0].shape[0])
+        return real(self, k, fn, *inputs)
+
+    monkeypatch.setattr(GraphCache, "run", spy)
+    return calls
+
+
 def test_fused_commit_runs_acceptance_and_injection_in_the_verify_step(monkeypatch):
-    """fused_commit: DFlash's rounds go through the one verify-accept-commit step (counted),
+    """fused_commit: DFlash's rounds go through the one verify-accept-commit graph (counted),
     with the tokens and commit lengths of the unfused rounds, and the serving loop's
     overlap mode gives the same tokens; a sampling round keeps the unfused path."""
-    from reference.engine import Engine
-
-    calls = []
-    real = Engine._verify_commit_fn
-    monkeypatch.setattr(Engine, "_verify_commit_fn",
-                        lambda self, *a: calls.append(1) or real(self, *a))
+    calls = _graph_calls(monkeypatch, ("verify_commit",))
     base = random_target("tiny", dtype=torch.float32)
     fused = random_target("tiny", dtype=torch.float32,
                           options=EngineOptions(fused_commit=True))
@@ -119,15 +130,10 @@ def test_fused_commit_runs_acceptance_and_injection_in_the_verify_step(monkeypat
 
 
 def test_graphed_decode_runs_each_greedy_step_as_one_call(monkeypatch):
-    """graphed_decode: every plain greedy step is one `_decode_step_fn` call (counted) with
-    the tokens of the eager step, in sync and overlap mode and across a stop token and
+    """graphed_decode: every plain greedy step is one ("decode", "step") graph (counted)
+    with the tokens of the eager step, in sync and overlap mode and across a stop token and
     padded batch rows; sampling keeps the eager sampler."""
-    from reference.engine import Engine
-
-    calls = []
-    real = Engine._decode_step_fn
-    monkeypatch.setattr(Engine, "_decode_step_fn",
-                        lambda self, *a: calls.append(a[0].numel()) or real(self, *a))
+    calls = _graph_calls(monkeypatch, ("decode", "step"))
     eager = random_target("tiny", dtype=torch.float32,
                           options=EngineOptions(graphed_decode=False))
     kw = dict(max_new_tokens=12, stop_token_ids=(5,))
@@ -225,7 +231,7 @@ def test_compile_dynamic_recompiles_a_compiled_layer_only_when_it_changes():
 
 
 def test_ablation_rows_carry_distinct_options():
-    from reference.bench_ablate import VARIANTS, ablate, variant_options
+    from workbench.bench.ablate import VARIANTS, ablate, variant_options
 
     base = EngineOptions(gemv_tune_graph=False)
     opts = variant_options(base, 512)
@@ -251,7 +257,7 @@ def test_ablation_rows_carry_distinct_options():
 
 
 def test_reference_bench_stamps_its_options(capsys):
-    from reference.bench import main
+    from workbench.bench.decode import main
 
     result = main(["--preset", "tiny", "--device", "cpu", "--ablate", "--new-tokens", "4",
                    "--prompt-len", "8", "--ablate-repeats", "1", "--variants", "all off",

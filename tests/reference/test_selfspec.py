@@ -85,7 +85,7 @@ class OracleISD(ISD):
             self.stream[row, : len(self.streams[rid])] = torch.tensor(self.streams[rid])
             self.offset[row] = n
 
-    def propose(self, mask_logits, rows, positions):
+    def draft(self, mask_logits, rows, positions):
         index = (positions - self.offset[rows][:, None]).clamp(max=self.stream.shape[1] - 1)
         true = self.stream[rows[:, None], index]
         keep = torch.rand(true.shape, generator=self.draft_gen) < self.p

@@ -143,7 +143,8 @@ class OracleTree(DFlashTreeProposer):
             self.stream[row, : len(self.streams[rid])] = torch.tensor(self.streams[rid])
             self.prompt_len[row] = n
 
-    def draft_log_q(self, rows, prefix_lens, pending):
+    def draft_log_q(self, rnd):
+        rows, prefix_lens = rnd.req_rows, rnd.prefix_lens
         bs, vocab = rows.shape[0], self.target.config.vocab_size
         logits = torch.randn(bs, self.depth, vocab, generator=self.rng)
         index = (prefix_lens[:, None] + 1 + torch.arange(self.depth)
@@ -180,10 +181,10 @@ class RecordingOracle(OracleTree):
         super().__init__(*args, **kwargs)
         self.seen = []
 
-    def draft_log_q(self, rows, prefix_lens, pending):
-        real = DFlashTreeProposer.draft_log_q(self, rows, prefix_lens, pending)
-        self.seen.append((int(prefix_lens[0]), int(pending[0]), real[0].clone()))
-        return super().draft_log_q(rows, prefix_lens, pending)
+    def draft_log_q(self, rnd):
+        real = DFlashTreeProposer.draft_log_q(self, rnd)
+        self.seen.append((int(rnd.prefix_lens[0]), int(rnd.verified_id[0]), real[0].clone()))
+        return super().draft_log_q(rnd)
 
 
 def test_tree_rounds_inject_the_accepted_path(target, drafter_dir):

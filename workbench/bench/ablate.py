@@ -1,4 +1,4 @@
-"""`python -m reference.bench --ablate`: batch-1 AR decode with and without the opt-in changes.
+"""`python -m workbench.bench --ablate`: batch-1 AR decode with and without the opt-in changes.
 
 One process, one set of random Qwen3-8B weights, the variants interleaved `repeats` times.
 Each variant is an `EngineOptions` (common/engine_options.py): the base options (the bench's

@@ -1,4 +1,4 @@
-"""`python -m reference.bench`: the reference engine's decode speed on an H200, in one run.
+"""`python -m workbench.bench`: the reference engine's decode speed on an H200, in one run.
 
 On Qwen3-8B-shaped random bf16 weights (random:qwen3-8b, 16.4 GB), for each batch size:
 plain autoregressive decode (AR), and DFlash with a drafter of the z-lab Qwen3-8B-DFlash-b16
@@ -23,12 +23,12 @@ Prints a table, then one JSON line; --out writes the JSON too.
 The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.
 --no-fused-qk, --unsplit-width N), stamped into the JSON as "engine_options".
 
---ablate (reference/bench_ablate.py) instead measures batch-1 AR decode only, in one run,
+--ablate (workbench/bench/ablate.py) instead measures batch-1 AR decode only, in one run,
 for every kernel switch off, then each of the opt-in paths (fused q/k tail, the short-context
 attention rule at --ablate-unsplit-width, fused split-K merge, Triton GEMV), each row its own
 EngineOptions (about 2 min on the H200):
 
-    python -m reference.bench --ablate --new-tokens 128 --out bs1_ablation.json
+    python -m workbench.bench --ablate --new-tokens 128 --out bs1_ablation.json
 """
 
 from __future__ import annotations
@@ -42,13 +42,6 @@ import torch
 from common import engine_options
 from common.stamps import stamp
 from common.survival import geometric_survival
-from reference.bench_ablate import ablate, print_ablation
-from reference.bench_report import (
-    full_batch_split_ms,
-    full_batch_tok_s,
-    print_result,
-    print_stamp,
-)
 from reference.engine import PHASES
 from reference.generate import generate
 from reference.loaders import (
@@ -58,6 +51,13 @@ from reference.loaders import (
     random_target,
 )
 from reference.methods import BuildContext, MethodSpec, build
+from workbench.bench.ablate import ablate, print_ablation
+from workbench.bench.report import (
+    full_batch_split_ms,
+    full_batch_tok_s,
+    print_result,
+    print_stamp,
+)
 
 BOUND_TOK_S = 263.0  # 16.4 GB of weights at 4.30 TB/s
 
@@ -213,7 +213,7 @@ def main(argv=None) -> dict:
                    help="top kernels of bs-1 AR and DFlash decode")
     p.add_argument("--device", default="cuda", help="cpu: a quick smoke run of the script")
     p.add_argument("--ablate", action="store_true",
-                   help="bs-1 AR only: every switch of reference/bench_ablate.py VARIANTS")
+                   help="bs-1 AR only: every switch of workbench/bench/ablate.py VARIANTS")
     p.add_argument("--variants", default=None,
                    help="--ablate: comma-separated VARIANTS names (default: all)")
     p.add_argument("--ablate-unsplit-width", type=int, default=1024,

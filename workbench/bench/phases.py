@@ -1,10 +1,10 @@
-"""`python -m reference.bench_phases`: each device phase of a DFlash round (batch 1 unless
+"""`python -m workbench.bench.phases`: each device phase of a DFlash round (batch 1 unless
 --batch-size), and the AR step, replayed alone from its CUDA graph: what the phase costs and
 which kernels make it.
 
-reference.bench splits a round's wall time into draft, verify, accept, inject and host. This
+workbench.bench splits a round's wall time into draft, verify, accept, inject and host. This
 script opens the device phases. One AR run and one DFlash run (the oracle proposer at tau
-with DFlash's own drafter work, as in reference.bench) capture the engine's graphs; every
+with DFlash's own drafter work, as in workbench.bench) capture the engine's graphs; every
 `GraphCache.run` call is recorded with its inputs, and the last call of each phase (decode,
 draft, verify, inject) at the full batch is then replayed alone, `--reps` times back to
 back (requests finish at ragged rounds, so a batch's last calls run smaller buckets). Per
@@ -23,10 +23,10 @@ request by then, or (the graphed decode step, EngineOptions.graphed_decode, whic
 slot up in the table) slot 0, the padding slot its released row maps to; nothing decodes
 after the replays.
 
-    python -m reference.bench_phases --out phases.json          # Qwen3-8B shapes, H200
-    python -m reference.bench_phases --batch-size 16 --out p16.json  # a bs-16 round
-    python -m reference.bench_phases --device cpu --preset tiny  # a smoke run
-    python -m reference.bench_phases --deferred-residual --out p.json  # EngineOptions flags
+    python -m workbench.bench.phases --out phases.json          # Qwen3-8B shapes, H200
+    python -m workbench.bench.phases --batch-size 16 --out p16.json  # a bs-16 round
+    python -m workbench.bench.phases --device cpu --preset tiny  # a smoke run
+    python -m workbench.bench.phases --deferred-residual --out p.json  # EngineOptions flags
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import torch
 
 from common import engine_options
 from common.stamps import stamp
+from reference.cuda_graphs import flatten, unflatten
 from reference.generate import generate
 from reference.loaders import preset_config, random_state_dict, random_target
 from reference.methods import BuildContext, MethodSpec, build
@@ -67,21 +68,28 @@ class Recorder:
     with the most input elements (the full batch: a padded bucket's inputs are smaller) and
     replays it alone. On CUDA the captured graph replays on its static inputs, which hold
     that call's inputs, so recording adds no work to the measured run; without graphs (the
-    CPU) the call's inputs are kept as copies and the function runs again. A run nested in
-    another's capture is part of that graph and is not recorded."""
+    CPU) the call's input tensors are kept as copies and the function runs again. A run
+    nested in another (in its capture on CUDA) is part of it and is not recorded."""
 
     def __init__(self, graphs):
-        self.graphs, self.inner, self.calls = graphs, graphs.run, {}
+        self.graphs, self.inner, self.calls, self.depth = graphs, graphs.run, {}, 0
         graphs.run = self._run
 
-    def _run(self, key, fn: Callable, *inputs: torch.Tensor):
-        if self.graphs.capturing:  # nested: part of the outer call's graph, not a phase
+    def _run(self, key, fn: Callable, *inputs):
+        if self.graphs.capturing or self.depth:  # nested: part of the outer call
             return self.inner(key, fn, *inputs)
-        size = sum(t.numel() for t in inputs)
+        leaves, spec = flatten(inputs)
+        size = sum(t.numel() for t in leaves)
         if size >= self.calls.get(key[0], (0,))[0]:
-            kept = None if self.graphs.enabled else tuple(t.clone() for t in inputs)
-            self.calls[key[0]] = (size, key, fn, kept, self.graphs.full_key(key, inputs))
-        return self.inner(key, fn, *inputs)
+            kept = None if self.graphs.enabled else tuple(t.clone() for t in leaves)
+            flat_fn = fn if spec is None else (
+                lambda *xs, fn=fn, spec=spec: fn(*unflatten(spec, iter(xs))))
+            self.calls[key[0]] = (size, key, flat_fn, kept, self.graphs.full_key(key, inputs))
+        self.depth += 1
+        try:
+            return self.inner(key, fn, *inputs)
+        finally:
+            self.depth -= 1
 
     def replay(self, kind: str) -> None:
         _, key, fn, inputs, full_key = self.calls[kind]

@@ -1,4 +1,4 @@
-"""What `python -m reference.bench` (reference/bench.py) derives from its runs, and prints:
+"""What `python -m workbench.bench` (workbench/bench/decode.py) derives from its runs, and prints:
 the full-batch rate and round split, the table, the JSON line."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _full_rounds(rounds: list, n: int) -> int:
 def full_batch_split_ms(out, n: int) -> dict[str, float]:
     """The mean ms per round of each phase (PHASES, device time) over the same leading
     full-batch rounds as `full_batch_tok_s`, and `host`: the rest of their wall. Against
-    the phases replayed alone (reference.bench_phases --batch-size n) it says whether a
+    the phases replayed alone (workbench.bench.phases --batch-size n) it says whether a
     full round in the run is slower on the device or on the host."""
     rounds = out.stats["round_times"][: max(_full_rounds(out.stats["round_times"], n), 1)]
     split = {p: 1e3 * sum(r[2 + i] for r in rounds) / len(rounds)
@@ -49,7 +49,7 @@ def print_stamp(r: dict) -> None:
 
 
 def print_result(r: dict) -> None:
-    """The table of `reference.bench`'s rows (bs, B), the overlap rounds' split, the bs-1
+    """The table of `workbench.bench`'s rows (bs, B), the overlap rounds' split, the bs-1
     AR bound, then the result as one JSON line."""
     print_stamp(r)
     if "hf_tok_s" in r:
