@@ -110,11 +110,13 @@ class DecodeBatch(NamedTuple):
 
 
 class Engine:
-    """Steps of one target with one proposer (or none) over a runtime's pool and graphs."""
+    """Steps of one target with one proposer (None: `Plain`, the engine's `method`) over a
+    runtime's pool and graphs; the round's stage groups (`spans`) are fixed at construction
+    by the method, the sampling and the target's EngineOptions."""
 
     def __init__(self, target: Target, proposer: Proposer | None, rt: Runtime,
                  sampling: Sampling, seed: int):
-        self.target, self.proposer, self.sampling = target, proposer, sampling
+        self.target, self.sampling = target, sampling
         self.method = proposer if proposer is not None else Plain()
         self.pool, self.graphs = rt.pool, rt.graphs
         self.gen = torch.Generator(device=target.device).manual_seed(seed)

@@ -3,10 +3,11 @@
 Every prompt arrives at time 0 and is admitted at once; the prompts are prefilled in one
 ragged forward, then decoded round by round by the one host loop (reference/serve/loop.py:
 admission, KV reservation, stop and max-token cut, slot release). A round is
-`Engine.round` (reference/engine.py): prepare_block -> propose -> verify -> accept -> commit
-on the device, or a whole round run by a self-speculative method. In sync mode the host reads
-each round before launching the next; with `lookahead` it launches round k+1 before reading
-round k (the serving loop's overlap mode), so host work hides behind the device. Plain
+`Engine.round` (reference/engine.py): propose -> verify -> accept -> commit on the device,
+each method filling in its stages (self-speculation proposes with the target itself). In
+sync mode the host reads each round before launching the next; with `lookahead` it launches
+round k+1 before reading round k (the serving loop's overlap mode), so host work hides
+behind the device. Plain
 decoding (proposer=None) is the same loop with B = 1 and no draft.
 """
 

@@ -21,7 +21,11 @@ if [ ! -d .bench_before/reference ]; then
        "reference kernels common | tar -x -C .bench_before' in the repository first"
   exit 2
 fi
-args=(--batch-sizes 1,16 --hf-new-tokens 0)
+# BENCH_EXTRA: more flags for both sides, after these (a CPU smoke run of the script:
+# BENCH_EXTRA="--device cpu --preset tiny --batch-sizes 1,2 --prompt-len 6 --new-tokens 12
+# --block-size 4 --tau 2.5")
+# shellcheck disable=SC2206  # BENCH_EXTRA: words
+args=(--batch-sizes 1,16 --hf-new-tokens 0 ${BENCH_EXTRA:-})
 side() {  # SIDE ROUND
   if [ "$1" = before ]; then
     step "before_$2" 240 env -C .bench_before python -m reference.bench "${args[@]}" \
