@@ -27,7 +27,7 @@ ZOO = Path(__file__).resolve().parents[2] / "experiments" / "zoo"
 
 def _replay_first(self, key, fn, *inputs):
     """GraphCache.run as a CUDA replay behaves: the first function seen for (key, shapes)."""
-    full = (key, tuple((t.shape, t.dtype) for t in inputs))
+    full = GraphCache.full_key(key, inputs)
     first = self.__dict__.setdefault("first", {}).setdefault(full, fn)
     return first(*inputs)
 

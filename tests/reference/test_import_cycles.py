@@ -101,3 +101,26 @@ def test_the_engine_packages_have_no_import_cycle():
     assert "reference.engine" in mods and "workbench.bench.decode" in mods
     graph = {m: imports(p, set(mods)) for m, p in mods.items()}
     assert cycles(graph) == []
+
+
+def test_the_engine_and_its_bench_import_without_hydra_or_simpy():
+    """The GPU machine has neither: the engine and workbench.bench import with both blocked,
+    `import workbench` alone loads nothing of the engine, and `python -m workbench.bench`
+    runs (its help)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "for m in ('simpy', 'hydra', 'omegaconf'): sys.modules[m] = None\n"
+        "import workbench\n"
+        "assert [m for m in sys.modules if m.split('.')[0] in ('reference', 'kernels')] == []\n"
+        "import reference, workbench.bench.decode, workbench.bench.phases\n"
+        "import workbench.bench.ablate, workbench.bench.report\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    help_run = subprocess.run([sys.executable, "-m", "workbench.bench", "--help"], cwd=REPO,
+                              capture_output=True, text=True, timeout=120)
+    assert help_run.returncode == 0 and "--batch-sizes" in help_run.stdout, help_run.stderr

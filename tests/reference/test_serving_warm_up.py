@@ -40,7 +40,7 @@ class _FirstUses(TorchDispatchMode):
         run = GraphCache.run
 
         def recording(cache, key, fn, *inputs):
-            self.graphs.add((key, tuple((t.shape, t.dtype) for t in inputs)))
+            self.graphs.add(GraphCache.full_key(key, inputs))
             return run(cache, key, fn, *inputs)
 
         monkeypatch.setattr(GraphCache, "run", recording)

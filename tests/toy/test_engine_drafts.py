@@ -23,8 +23,8 @@ import pytest
 import torch
 
 import kernels
-from reference import engine, ops
-from reference.cuda_graphs import GraphCache
+from reference import engine, ops, proposers
+from reference.cuda_graphs import GraphCache, flatten, unflatten
 from reference.generate import generate
 from reference.loaders import load_target
 from tests.reference.conftest import write_target
@@ -46,12 +46,13 @@ class SharedPoolGraphs(GraphCache):
         self.live: list[torch.Tensor] = []
 
     def run(self, key, fn, *inputs):
-        inputs = [t.clone() for t in inputs]
+        leaves, spec = flatten(inputs)
+        leaves = [t.clone() for t in leaves]
+        inputs = leaves if spec is None else unflatten(spec, iter(leaves))
         for t in self.live:
             t.fill_(float("nan") if t.is_floating_point() else -12345)
         out = fn(*inputs)
-        self.live = [t for t in (out if isinstance(out, tuple) else (out,))
-                     if isinstance(t, torch.Tensor)]
+        self.live = flatten(out if isinstance(out, tuple) else (out,))[0]
         return out
 
 
@@ -85,7 +86,7 @@ def _decode(target, proposer, prompts, monkeypatch, seed):
         return ops.accept_bonus(candidates, top1, prefix_lens)
 
     monkeypatch.setattr(proposer, "propose", recording_propose)
-    monkeypatch.setattr(engine, "verify_greedy", forced_verify)
+    monkeypatch.setattr(proposers, "verify_greedy", forced_verify)
     monkeypatch.setattr(engine, "GraphCache", SharedPoolGraphs)
     target.runtime = None
     try:
