@@ -2,7 +2,8 @@
 
 These are the schemas of the Hydra config groups too (`workbench/config.py` registers them):
 every field carries its range or choices in `metadata`, and `validate(cfg)` checks the whole
-tree, naming the offending key (`engine.max_running_requests = 0 is outside [1, 65536]`).
+tree, naming the offending key (`engine.max_running_requests = 0 is outside [1, 65536]`);
+a method's own options (`spec.options`) are its options dataclass's (simulator/methods/).
 Units are in the field names: `_s` seconds, `_gb` 1e9 bytes, `_tbps` 1e12 bytes/s, `_tflops`
 1e12 FLOP/s, `_tokens` tokens, `_rps` requests per second.
 
