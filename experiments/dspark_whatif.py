@@ -3,7 +3,7 @@ DSpark's load-aware verify budget, what-if, through the simpy simulator (`simula
 
 Throughput and TPOT vs concurrency (1..256, closed loop, 4c requests, at least 128) on
 Qwen3-8B / H200 (conf defaults: overlap engine, HumanEval or MT-Bench lengths, T = 1) for
-DFlash at fixed B, DSpark at fixed gamma (`spec.verify_policy=fixed`) and DSpark with the
+DFlash at fixed B, DSpark at fixed gamma (`spec.options.verify_policy=fixed`) and DSpark with the
 load-aware budget (`production`: budget from the confidences of 2 rounds earlier, top-K
 admission by the current ones) at each gamma, on the batch's own SPS table, the ragged
 verify total padded to CUDA-graph token buckets. Acceptance: per-position curves
@@ -78,14 +78,15 @@ def auc_rows(rhos: dict) -> list[dict]:
     return out
 
 
-def run_one(dataset: str, c: int, method: str, block: int, seed: int, **spec) -> dict:
-    """One closed-loop simulation; its throughput, TPOT, tau and verify tokens per round."""
+def run_one(dataset: str, c: int, method: str, block: int, seed: int, **options) -> dict:
+    """One closed-loop simulation (`options`: the method's, `spec.options`); its throughput,
+    TPOT, tau and verify tokens per round."""
     tau_df, tau_ds = PAPER_TAU[dataset]
     cfg = SimConfig.coerce({
         "spec": {"method": method, "block_size": block, "acceptance": "preset",
                  "tau": tau_df if method == "dflash" else tau_ds, "trained_block_size": 8,
                  "decay_logit": DECAY[method], "difficulty_sigma": 0.5, "temperature": 1.0,
-                 **spec},
+                 "options": options},
         "engine": {"max_running_requests": 256, "cost_model": COST_MODEL},
         "workload": {"dataset": dataset, "concurrency": c, "num_requests": max(128, 4 * c)},
         "seed": seed,

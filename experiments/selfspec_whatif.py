@@ -28,6 +28,7 @@ import json
 from pathlib import Path
 
 import simulator
+from common.methods import BASELINE
 from simulator.params import SimConfig
 
 CONCURRENCY = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -63,7 +64,7 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    base = {r["concurrency"]: r["tok_s"] for r in rows if r["method"] == "none"}
+    base = {r["concurrency"]: r["tok_s"] for r in rows if r["method"] == BASELINE}
     for label in dict.fromkeys(r["method"] for r in rows):
         pts = [r for r in rows if r["method"] == label]
         style = "--" if "toy" in label else "-"

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from common.methods import BASELINE
 from common.paths import conf_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -83,15 +84,16 @@ def sim_config(setup: dict, row: dict, hw: dict, cost_model: str, seed: int = 0,
     """The simulator config of one measured run (a dict for `simulator.run`). The run's
     prefill launch bounds its prefill steps unless the calibration measured prefill."""
     drafter, conc, overlap = setup["drafter"], row["concurrency"], row["mode"] == "overlap"
-    if row["method"] in ("none", "ar"):  # "ar": older serve-bench results
-        spec = {"method": "none", "block_size": 1, "draft_layers": 0}
+    if row["method"] in (BASELINE, "ar"):  # "ar": older serve-bench results
+        spec = {"method": BASELINE, "block_size": 1, "draft_layers": 0}
     else:
         block = drafter["block_size"]
         curve = setup.get("oracle_survival")
         alpha = curve[0] if row["method"] == "oracle" and curve else geometric_alpha(
             min(max(row["tau"], 1.0), block - 1e-9), block)
         spec = {"method": "dflash", "block_size": block, "draft_layers": drafter["layers"],
-                "target_features": drafter["target_features"], "acceptance": "constant",
+                "options": {"target_features": drafter["target_features"]},
+                "acceptance": "constant",
                 "alpha": alpha, "temperature": 0.0}
     engine = {"mode": row["mode"], "kv_reserve_blocks": 2 if overlap else 1,
               "max_running_requests": conc, "chunked_prefill_size": setup["prefill_budget"],

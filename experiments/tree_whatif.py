@@ -35,12 +35,12 @@ CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 BUDGETS = (16, 32, 64, 128)
 SLO_TPOT_S = 0.005
 CALIBRATION = Path("conf/calibration/h200/qwen3-8b.json")
-TREE = {"method": "dflash_tree", "tree_budgets": list(BUDGETS)}
+TREE = {"tree_budgets": list(BUDGETS)}
 METHODS = {
     "none": {"method": "none", "block_size": 1, "draft_layers": 0},
-    "chain": {**TREE, "tree_top_k": 1, "tree_budget": 16},
-    **{f"N={n}": {**TREE, "tree_budget": n} for n in BUDGETS},
-    "load-aware": {**TREE, "tree_policy": "load_aware"},
+    "chain": {"method": "dflash", "options": {**TREE, "tree_top_k": 1, "tree_budget": 16}},
+    **{f"N={n}": {"method": "dflash", "options": {**TREE, "tree_budget": n}} for n in BUDGETS},
+    "load-aware": {"method": "dflash", "options": {**TREE, "tree_policy": "load_aware"}},
 }
 FIXED = ("chain", *(f"N={n}" for n in BUDGETS))
 

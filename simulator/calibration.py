@@ -200,14 +200,15 @@ def heldout_report(table: Table, points: list[dict]) -> dict:
             "p90_pct": float(np.percentile(err, 90)), "max_pct": float(err.max())}
 
 
-def round_gpu_s(t: dict[str, Table], buckets: list[int], method: str, n: int, block: int,
+def round_gpu_s(t: dict[str, Table], buckets: list[int], n: int, block: int,
                 kv: float) -> float:
     """Device seconds of one engine round of n requests at mean context kv, as the engine
-    runs it: padded to the graph bucket (padding rows carry no context); plain decoding is
-    the target forward plus LM head, DFlash adds the draft block and the injection."""
+    runs it: padded to the graph bucket (padding rows carry no context); at block 1 (plain
+    decoding: nothing drafted) the target forward plus LM head, above it DFlash's round,
+    which adds the draft block and the injection."""
     nb = bucket(n, buckets)
     kv_eff = kv * n / nb
-    if method == "none":
+    if block == 1:
         return float(t["target"](nb, 1, kv_eff) + t["lm_head"](nb))
     rows = nb * block
     return float(t["draft"](nb, block, kv_eff) + t["target"](nb, block, kv_eff)

@@ -2,7 +2,8 @@
 
 These are the schemas of the Hydra config groups too (`workbench/config.py` registers them):
 every field carries its range or choices in `metadata`, and `validate(cfg)` checks the whole
-tree, naming the offending key (`engine.max_running_requests = 0 is outside [1, 65536]`).
+tree, naming the offending key (`engine.max_running_requests = 0 is outside [1, 65536]`);
+a method's own options (`spec.options`) are its options dataclass's (simulator/methods/).
 Units are in the field names: `_s` seconds, `_gb` 1e9 bytes, `_tbps` 1e12 bytes/s, `_tflops`
 1e12 FLOP/s, `_tokens` tokens, `_rps` requests per second.
 
@@ -21,18 +22,8 @@ from typing import Any
 
 from common.batch_schedule import parse_schedule
 from simulator.errors import ConfigError
+from simulator.fields import BIG, check_field, param
 from simulator.methods import METHODS
-
-BIG = 1 << 30
-
-
-def param(default: Any, lo: float | None = None, hi: float | None = None,
-       choices: tuple | None = None, doc: str = "") -> Any:
-    """A dataclass field with its allowed range (inclusive) or choices."""
-    meta = {"lo": lo, "hi": hi, "choices": choices, "doc": doc}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass
@@ -75,14 +66,15 @@ class HardwareParams:
 
 @dataclass
 class SpecParams:
-    """Speculative method, block size, drafter shape and acceptance model."""
+    """Speculative method, block size, drafter size and acceptance model: the fields every
+    method shares. A method's own options are `options`, a mapping that the method reads as
+    its frozen, validated options dataclass (`SpecMethod.options`, simulator/methods/)."""
 
     method: str = param("dflash", choices=tuple(METHODS),
                         doc="a registered simulator method (simulator/methods/)")
     block_size: int = param(16, 1, 256, doc="B: tokens verified per request per round "
                             "(drafted tokens B - 1)")
     draft_layers: int = param(5, 0, 1024, doc="drafter layers, each of the target's shape")
-    target_features: int = param(5, 1, 1024, doc="DFlash: captured target layers fed to fc")
     acceptance: str = param("preset", choices=("preset", "constant", "replay", "mean"))
     tau: float | None = param(None, 1.0, 1024.0, doc="override of the published tau")
     trained_block_size: int | None = param(None, 1, 256)
@@ -91,28 +83,6 @@ class SpecParams:
     difficulty_sigma: float = param(0.5, 0.0, 10.0, doc="per-request logit shift std")
     temperature: float = param(0.0, choices=(0.0, 1.0))
     replay_path: str | None = param(None)
-    markov_rank: int = param(256, 1, 1 << 16, doc="dspark: rank r of the Markov head")
-    verify_policy: str = param("production", choices=("fixed", "lossless", "static",
-                                                      "production"),
-                               doc="dspark: per-request verify lengths "
-                               "(simulator/methods/dspark.py)")
-    confidence_threshold: float = param(0.5, 0.0, 1.0, doc="dspark static policy: cut at c <")
-    confidence_corr: float = param(0.0, 0.0, 1.0, doc="dspark: corr(signal, round latent); "
-                                   "0 = per-request curve only (simulator/dspark_confidence)")
-    draft_topk: int = param(1, 1, 1024, doc="eagle_tree: candidates per request drafted at "
-                            "every step after the first")
-    tree_tokens: int | None = param(None, 1, 4096, doc="eagle_tree: tokens verified per "
-                                    "request (the tree, anchor included); None: B")
-    draft_vocab_size: int | None = param(None, 2, BIG, doc="rows of the drafter's LM head; "
-                                         "None: the target's vocabulary")
-    tree_budget: int = param(32, 1, 4096, doc="dflash_tree: N, tree nodes verified per "
-                             "request per round (anchor included)")
-    tree_top_k: int = param(4, choices=(1, 4), doc="dflash_tree: candidates per depth "
-                            "(4: the fitted tree; 1: the chain, N = B)")
-    tree_policy: str = param("fixed", choices=("fixed", "load_aware"),
-                             doc="dflash_tree: N fixed, or per batch from spec.tree_budgets")
-    tree_budgets: list[int] = param([16, 32, 64, 128], 1, 4096,
-                                    doc="dflash_tree load_aware: the budgets it picks from")
     verify_schedule: list[list[int]] | None = param(
         None, 0, BIG, doc="[[lo, hi, K], ...]: K drafts for decode batches of lo..hi "
         "requests (vLLM's dynamic speculation, common/batch_schedule.py); null: B - 1 always")
@@ -120,6 +90,8 @@ class SpecParams:
                                  "per doubling of the prompt past the knee "
                                  "(simulator/context_decay.py); 0: none")
     context_knee_tokens: float = param(4096.0, 1.0, 1e9, doc="c0 of the context decay")
+    options: dict[str, Any] = param({}, doc="the method's own options (its options class in "
+                                    "simulator/methods/<method>.py); unknown keys are errors")
 
 
 @dataclass
@@ -258,27 +230,9 @@ def validate(cfg: Any, path: str = "") -> None:
         if dataclasses.is_dataclass(value):
             validate(value, key + ".")
             continue
-        _check_field(key, value, f.metadata)
+        check_field(key, value, f.metadata)
     if not path:
         _check_cross(cfg)
-
-
-def _check_field(key: str, value: Any, meta: Mapping) -> None:
-    lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
-    if value is None:
-        return
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            _check_field(f"{key}[{i}]", v, meta)
-        return
-    if choices is not None and value not in choices:
-        raise ConfigError(f"{key} = {value!r} is not one of {list(choices)}")
-    if lo is None and hi is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{key} = {value!r} must be a number in [{lo}, {hi}]")
-    if not (lo <= value <= hi):
-        raise ConfigError(f"{key} = {value!r} is outside [{lo}, {hi}]")
 
 
 def _check_cross(cfg: SimConfig) -> None:
@@ -293,6 +247,7 @@ def _check_cross(cfg: SimConfig) -> None:
             f"model.experts_per_token = {m.experts_per_token} must lie in [1, "
             f"model.num_experts = {m.num_experts}] and model.moe_intermediate_size >= 1 for "
             "an MoE model")
+    METHODS[s.method].options(s)
     METHODS[s.method].validate(s)
     _check_tp(m, cfg.engine)
     if cfg.engine.mode == "overlap" and cfg.engine.kv_reserve_blocks < 2:

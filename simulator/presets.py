@@ -10,7 +10,7 @@ Sources, all from shared/research/dflash-paper.md section 4:
   MT-Bench. T = 1: Table 1.
 - DFlash, LLaMA-3.1-8B (B = 10): Table 5 (GSM8K 4.32, HumanEval 4.91). Math500 and MT-Bench
   were not published: GSM8K's and Alpaca's (3.73) values stand in [INF].
-- ar_chain (EAGLE-3-style chain of 7 draft steps, B = 8): Table 1's EAGLE-3 (16) column for
+- eagle (EAGLE-3-style chain of 7 draft steps, B = 8): Table 1's EAGLE-3 (16) column for
   Qwen3 and Table 5's EAGLE-3 (10) for LLaMA (its MT-Bench and Math500 from Alpaca and GSM8K
   [INF]). EAGLE-3 there drafts a small tree, so a chain of the same depth is optimistic.
 - toy (the ~8M-parameter Qwen3-shaped target): no published values. 4.0 for DFlash and 2.5
@@ -49,12 +49,12 @@ TAU: dict[tuple[str, str, float], tuple[int, dict[str, float]]] = {
     ("dflash", "qwen3-4b", 1.0): (16, _DFLASH_Q3_4B_T1),
     ("dflash", "llama-3.1-8b", 0.0): (10, _DFLASH_LLAMA),
     ("dflash", "toy", 0.0): (16, _TOY),
-    ("ar_chain", "qwen3-8b", 0.0): (8, _CHAIN_Q3_8B),
-    ("ar_chain", "qwen3-4b", 0.0): (8, _CHAIN_Q3_4B),
-    ("ar_chain", "qwen3-8b", 1.0): (8, _CHAIN_Q3_8B_T1),
-    ("ar_chain", "qwen3-4b", 1.0): (8, _CHAIN_Q3_4B_T1),
-    ("ar_chain", "llama-3.1-8b", 0.0): (8, _CHAIN_LLAMA),
-    ("ar_chain", "toy", 0.0): (8, _TOY_CHAIN),
+    ("eagle", "qwen3-8b", 0.0): (8, _CHAIN_Q3_8B),
+    ("eagle", "qwen3-4b", 0.0): (8, _CHAIN_Q3_4B),
+    ("eagle", "qwen3-8b", 1.0): (8, _CHAIN_Q3_8B_T1),
+    ("eagle", "qwen3-4b", 1.0): (8, _CHAIN_Q3_4B_T1),
+    ("eagle", "llama-3.1-8b", 0.0): (8, _CHAIN_LLAMA),
+    ("eagle", "toy", 0.0): (8, _TOY_CHAIN),
     ("dspark", "qwen3-8b", 1.0): (8, _DSPARK_Q3_8B_T1),
     ("dspark", "qwen3-4b", 1.0): (8, _DSPARK_Q3_4B_T1),
 }

@@ -33,7 +33,7 @@ def fit(doc: dict) -> dict:
     for method in ("none", "dflash"):
         runs = [r[method] for r in doc["host_runs"]["graph"]]
         for r in runs:
-            r["gpu_pred_s"] = round_gpu_s(built, buckets, method, r["n"], r["block"], r["kv"])
+            r["gpu_pred_s"] = round_gpu_s(built, buckets, r["n"], r["block"], r["kv"])
         train = [r for r in runs if r["n"] in fit_n]
         ratio = {r["n"]: r["device_s"] / r["gpu_pred_s"] for r in train
                  if r.get("device_s") and r["gpu_pred_s"] > 0}

@@ -11,7 +11,8 @@ run), and writes:
 
 Every figure is titled with the model, hardware, engine and cost model
 (`workbench.results.setup_title`); the two that show one point of the sweep say which. A
-method keeps its colour in every panel and every job (`method_colour`).
+method keeps its colour in every panel and every job (`method_colour`: the method's colour
+in the common table of method names, common/methods.py).
 """
 
 from __future__ import annotations
@@ -25,29 +26,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from common.methods import NAMES  # noqa: E402
 from simulator.metrics import SimResult  # noqa: E402
 from workbench.results import setup_title  # noqa: E402
 
 Runs = list[tuple[str, float | None, SimResult]]
-# one colour per method (tab10), the same in every figure; "none" is the grey baseline
-COLOURS = {
-    "dflash": "tab:blue",
-    "none": "tab:gray",
-    "ar_chain": "tab:orange",
-    "dspark": "tab:green",
-    "isd": "tab:red",
-    "linearspec": "tab:purple",
-    "prompt_lookup": "tab:brown",
-}
-SPARE = ("tab:pink", "tab:olive", "tab:cyan")
+SPARE = ("tab:pink", "tab:olive", "tab:cyan")  # labels that name no method
 POINT_NAMES = {"concurrency": "c = {:g}", "rate_rps": "{:g} req/s"}
 
 
 def method_colour(label: str) -> str:
     """The colour of a run label such as "dflash B=16" (its method is the first word)."""
     method = label.split()[0]
-    if method in COLOURS:
-        return COLOURS[method]
+    if method in NAMES:
+        return NAMES[method].colour
     return SPARE[sum(map(ord, method)) % len(SPARE)]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from common.methods import BASELINE
 from workbench.reproduce_entry import ROOT, Entry, Outcome
 
 PUBLISHED = "experiments/published/predictions.json"
@@ -45,7 +46,7 @@ def sweep(overrides: list[str], concurrency: list[int]) -> dict[tuple[str, int],
 
 def speedups(tok: dict[tuple[str, int], float], label: str) -> dict[int, float]:
     """c -> tok/s of `label` over the no-speculation run at the same c."""
-    return {c: t / tok["none", c] for (lab, c), t in sorted(tok.items()) if lab == label}
+    return {c: t / tok[BASELINE, c] for (lab, c), t in sorted(tok.items()) if lab == label}
 
 
 def falls(curve: dict[int, float]) -> bool:
@@ -65,11 +66,11 @@ def published_speedups(table: str) -> dict[tuple[str, ...], dict[int, float]] | 
         return None
     rows = [r for r in json.loads(path.read_text()) if r.get("source") == f"dflash-table{table}"]
     base = {(r["model"], r["dataset"], r["hardware"], r["concurrency"]): r["predicted_tok_s"]
-            for r in rows if r["method"] == "none"}
+            for r in rows if r["method"] == BASELINE}
     out: dict[tuple[str, ...], dict[int, float]] = {}
     for r in rows:
         ref = base.get((r["model"], r["dataset"], r["hardware"], r["concurrency"]))
-        if r["method"] != "none" and ref:
+        if r["method"] != BASELINE and ref:
             key = (r["model"], r["dataset"], r["method"])
             out.setdefault(key, {})[int(r["concurrency"])] = r["predicted_tok_s"] / ref
     return out or None
@@ -138,7 +139,7 @@ def table5() -> Outcome:
             sweep([*base, f"workload={task}", "spec.block_size=10"], concurrency), "dflash B=10"
         )
         chain = speedups(
-            sweep([*base, f"workload={task}", "spec=ar_chain"], concurrency), "ar_chain B=8"
+            sweep([*base, f"workload={task}", "spec=eagle"], concurrency), "eagle B=8"
         )
         holds &= falls(dflash) and all(dflash[c] > chain[c] for c in concurrency)
         curves[task, "DFlash"], curves[task, "chain"] = dflash, chain

@@ -11,8 +11,9 @@ every trial is one `simulate` job, and the job's return value is its objective.
 - `job_objective(runs, method)`: the highest `slo_goodput` of the job's own method (the added
   `spec=none` baseline does not count), over the job's load points.
 - `conditional_space(cfg, trial)`: the sweeper's `custom_search_space` hook; it adds the
-  dimensions that exist for some methods only: the block size B (every method but `none`,
-  whose B is 1) and DSpark's verify policy.
+  dimensions that exist for some methods only, as the trial's method declares them
+  (`SpecMethod.search_space`: the block size B for every method but `none`, whose B is 1,
+  and DSpark's `spec.options.verify_policy`).
 
 workbench/search_report.py reads a finished search: its best configurations and their margin
 over the defaults.
@@ -23,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-BLOCK_SIZES = (4, 8, 16)  # B searched for every method that drafts
-VERIFY_POLICIES = ("fixed", "lossless", "static", "production")  # SpecParams.verify_policy
-CONDITIONAL_KEYS = ("spec.block_size", "spec.verify_policy")  # what conditional_space adds
+import yaml
+
+from common.paths import conf_dir
+from simulator.methods import METHODS
 
 
 def slo_goodput(run: Mapping[str, Any]) -> float:
@@ -44,16 +46,25 @@ def job_objective(runs: Sequence[Mapping[str, Any]], method: str) -> float:
     return max(values)
 
 
+def spec_option_method(option: str) -> str:
+    """The `method` that the conf/spec/<option>.yaml option sets."""
+    return yaml.safe_load((conf_dir() / "spec" / f"{option}.yaml").read_text())["method"]
+
+
+def conditional_keys() -> set[str]:
+    """Every key `conditional_space` may add: the registered methods' search spaces."""
+    return {key for cls in METHODS.values() for key in cls.search_space()}
+
+
 def conditional_space(cfg: Any, trial: Any) -> None:
-    """Suggest `spec.block_size` (methods other than none) and `spec.verify_policy` (dspark)
-    for an Optuna trial whose `spec` option is already chosen; a dimension the sweep's own
-    params already set is left alone."""
-    method = trial.params.get("spec", cfg.spec.method)
-    block, policy = CONDITIONAL_KEYS
-    if method != "none" and block not in trial.params:
-        trial.suggest_categorical(block, BLOCK_SIZES)
-    if method == "dspark" and policy not in trial.params:
-        trial.suggest_categorical(policy, VERIFY_POLICIES)
+    """Suggest the dimensions of the trial's method (`SpecMethod.search_space`) for an
+    Optuna trial whose `spec` option is already chosen; a dimension the sweep's own params
+    already set is left alone."""
+    option = trial.params.get("spec")
+    method = cfg.spec.method if option is None else spec_option_method(option)
+    for key, values in METHODS[method].search_space().items():
+        if key not in trial.params:
+            trial.suggest_categorical(key, values)
 
 
 def summary_objective(summary: Mapping[str, Any]) -> float:

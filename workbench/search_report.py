@@ -25,7 +25,7 @@ from rich.table import Table
 from common.paths import conf_dir
 from simulator.params import SpecParams
 from workbench.config import load, register_configs
-from workbench.search import CONDITIONAL_KEYS, job_objective, summary_objective
+from workbench.search import conditional_keys, job_objective, summary_objective
 from workbench.simulate import explicit_points, label_of, plan_runs, run_all
 
 
@@ -44,7 +44,7 @@ def searched_keys(folder: Path, jobs: Sequence[Any]) -> set[str]:
     values = [dict(o.lstrip("+~").partition("=")[::2] for o in j.overrides) for j in jobs]
     every = {k for v in values for k in v}
     varying = {k for k in every if len({v.get(k) for v in values}) > 1}
-    return keys | varying | set(CONDITIONAL_KEYS)
+    return keys | varying | conditional_keys()
 
 
 def default_result(fixed: Sequence[str], jobs: Sequence[Any]) -> dict[str, Any]:

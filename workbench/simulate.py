@@ -12,7 +12,7 @@ whose caption says where the costs come from, and writes, under the Hydra run fo
 per request), the PNG plots and config_resolved.yaml (.hydra/ holds Hydra's own copies).
 
 Examples:
-    python -m workbench simulate spec=ar_chain engine=sync
+    python -m workbench simulate spec=eagle engine=sync
     python -m workbench simulate hardware=b200 engine=sglang_v2   # a fitted engine profile
     python -m workbench simulate workload.concurrency=4     # that point only, not the sweep
     python -m workbench simulate workload=poisson 'sweep.rate_rps=[5,10,20]'
@@ -43,8 +43,10 @@ from rich.progress import Progress
 from rich.table import Table
 
 import simulator
+from common.methods import BASELINE
 from common.paths import conf_dir
 from simulator.engine_profiles import auto_table, cost_model_name
+from simulator.methods import METHODS
 from simulator.params import ConfigError, SimConfig, SpecParams
 from workbench.config import SimulateConfig, error_line, load, register_configs
 from workbench.results import setup_title, write_json, write_requests_csv
@@ -54,7 +56,8 @@ Runs = list[tuple[str, float | None, simulator.SimResult]]
 
 
 def label_of(spec: SpecParams) -> str:
-    return spec.method if spec.method == "none" else f"{spec.method} B={spec.block_size}"
+    """The run's name: its method's label ("dflash B=16", "none")."""
+    return METHODS[spec.method].label(spec)
 
 
 def resolve_costs(base: SimConfig) -> SimConfig:
@@ -74,8 +77,8 @@ def plan_runs(app: SimulateConfig) -> tuple[str, list[tuple[str, float | None, S
     base = resolve_costs(SimConfig(**{f.name: copy.deepcopy(getattr(app, f.name))
                                       for f in dataclasses.fields(SimConfig)}))
     specs = [base.spec]
-    if app.sweep.baseline and base.spec.method != "none":
-        specs.append(SpecParams(method="none", block_size=1, draft_layers=0))
+    if app.sweep.baseline and base.spec.method != BASELINE:
+        specs.append(SpecParams(method=BASELINE, block_size=1, draft_layers=0))
     closed = base.workload.arrival == "closed_loop"
     values = app.sweep.concurrency if closed else app.sweep.rate_rps
     name = "concurrency" if closed else "rate_rps"
@@ -137,7 +140,7 @@ def table(results: Runs, point_name: str) -> Table:
     averaged; the acceptance preset's target, so it reads as the published value). The
     title names the model, hardware, engine profile and cost model; the caption where the
     costs come from."""
-    base = {p: r for label, p, r in results if label == "none"}
+    base = {p: r for _, p, r in results if r.summary["method"] == BASELINE}
     keys = cost_keys(results)
     t = Table(title=f"simulated serving: {setup_title(results[0][2].summary)}",
               caption=f"cost source: {keys['cost_source']}; tau pooled: per round over all "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.methods import BASELINE
 from simulator.calibration import round_gpu_s
 
 
@@ -34,12 +35,12 @@ def split(doc: dict, calib: dict, rows: list[dict]) -> list[dict]:
                 n, wall, device = rt[0], rt[1], sum(rt[2:])
                 kv = np.mean([prompt + sum(a[:k]) for a in acc if len(a) > k])
                 dev_m.append(device)
-                dev_p.append(round_gpu_s(t, buckets, method, n, block, float(kv)))
+                dev_p.append(round_gpu_s(t, buckets, n, block, float(kv)))
                 host_m.append(wall - device)
                 host_p.append(h["a_s"] + h["b_s"] * n)
         dm, dp, hm, hp = (1e3 * float(np.median(x)) for x in (dev_m, dev_p, host_m, host_p))
         err = (dp - dm) / dm * 100 if dm > 0 else float("nan")
-        out.append({"c": c, "cell": "AR" if method == "none" else f"DFlash B={block}",
+        out.append({"c": c, "cell": "AR" if method == BASELINE else f"DFlash B={block}",
                     "dev_meas": dm, "dev_pred": dp, "dev_err": err,
                     "host_meas": hm, "host_pred": hp, "wall_meas": dm + hm,
                     "round_err": (dp + hp - dm - hm) / (dm + hm) * 100,
@@ -190,7 +191,7 @@ def _excluded(calib: dict) -> str:
                  for r in calib["host_runs"]["graph"] if r[method]["n"] in fit_n}
         kept = [x for n, x in ratio.items() if n not in h["excluded_n"]]
         left = ", ".join(f"{ratio[n]:.2f}x" for n in h["excluded_n"])
-        out.append(f"{'AR' if method == 'none' else 'DFlash'} at n = "
+        out.append(f"{'AR' if method == BASELINE else 'DFlash'} at n = "
                    f"{', '.join(map(str, h['excluded_n']))} ({left} the tables' device time, "
                    f"the others' median {np.median(kept):.2f}x)")
     return ("The host fit left out the calibration's `generate` runs " + "; ".join(out)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.methods import BASELINE
 from simulator.calibration import REPO_CONF, heldout_report, load_calibration
 from simulator.metrics import weighted_stats
 from workbench import validation_diag as diag
@@ -47,9 +48,9 @@ def measured_metrics(run: dict) -> dict:
 def sim_config(model: dict, calib: str, setup: dict, c: int, method: str, block: int) -> dict:
     """The simulator's view of one validation cell (a dict for SimConfig.coerce)."""
     drafter = load_calibration(calib, _model_params(model))["drafter"]
-    spec = (dict(method="none", block_size=1, draft_layers=0) if method == "none" else
-            dict(method="dflash", block_size=block, draft_layers=drafter["num_layers"],
-                 target_features=len(drafter["target_layer_ids"])))
+    spec = (dict(method=BASELINE, block_size=1, draft_layers=0) if method == BASELINE else
+            dict(method=method, block_size=block, draft_layers=drafter["num_layers"],
+                 options={"target_features": len(drafter["target_layer_ids"])}))
     return {"model": model, "spec": spec,
             "engine": dict(mode="sync", kv_reserve_blocks=2, max_running_requests=c,
                            chunked_prefill_size=c * setup["prompt_tokens"],
@@ -97,12 +98,12 @@ def evaluate(doc: dict, calib: str, model: dict) -> list[dict]:
             replay, sampled = [], []
             for i, r in enumerate(runs):
                 cfg = sim_config(model, calib, setup, c, method, block)
-                if method != "none":
+                if method != BASELINE:
                     path = Path(tmp) / f"trace-{c}-{block}-{i}.json"
                     path.write_text(json.dumps(r["accept_lengths"]))
                     cfg["spec"].update(acceptance="replay", replay_path=str(path))
                 replay.append(simulated_metrics(cfg))
-                if method != "none":
+                if method != BASELINE:
                     cfg["spec"].update(acceptance="constant", alpha=setup["alpha"])
                 cfg["seed"] = i
                 sampled.append(simulated_metrics(cfg))
@@ -147,7 +148,7 @@ def weakest(rows: list[dict]) -> str:
 
 
 def _cell(r: dict) -> str:
-    return "AR" if r["method"] == "none" else f"DFlash B={r['block']}"
+    return "AR" if r["method"] == BASELINE else f"DFlash B={r['block']}"
 
 
 def write_csv(rows: list[dict], path: Path) -> None:

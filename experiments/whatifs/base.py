@@ -41,10 +41,17 @@ def base_config(experiment: str, *overrides: str) -> SimConfig:
 
 
 def vary(cfg: SimConfig, changes: dict[str, Any]) -> SimConfig:
-    """A validated copy of `cfg` with {"section.field": value} changes applied."""
+    """A validated copy of `cfg` with {"section.field": value} changes applied; a method's
+    option is "spec.options.<name>", and a change of `spec.method` starts from the new
+    method's default options."""
     out = copy.deepcopy(cfg)
+    if changes.get("spec.method", out.spec.method) != out.spec.method:
+        out.spec.options = {}
     for key, value in changes.items():
         section, _, name = key.partition(".")
+        if section == "spec" and name.startswith("options."):
+            out.spec.options = {**out.spec.options, name.removeprefix("options."): value}
+            continue
         if not hasattr(getattr(out, section), name):
             raise ValueError(f"changes: no config key {key!r}")
         setattr(getattr(out, section), name, value)

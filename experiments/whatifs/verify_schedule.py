@@ -40,16 +40,17 @@ from experiments.whatifs.base import (
 
 EXPERIMENT = "whatif_verify_schedule"
 CONCURRENCY = (1, 2, 4, 6, 8, 9, 10, 12, 16, 24, 32, 33, 34, 40, 48, 64, 96, 128)
-DSPARK = {"spec.method": "dspark", "spec.verify_schedule": None, "spec.markov_rank": 256}
+DSPARK = {"spec.method": "dspark", "spec.verify_schedule": None,
+          "spec.options.markov_rank": 256}
 SERIES = {
     "schedule": {},
     "fixed B = 8": {"spec.verify_schedule": None},
-    "DSpark fixed": {**DSPARK, "spec.verify_policy": "fixed"},
-    "DSpark budget, uninformative": {**DSPARK, "spec.verify_policy": "production"},
+    "DSpark fixed": {**DSPARK, "spec.options.verify_policy": "fixed"},
+    "DSpark budget, uninformative": {**DSPARK, "spec.options.verify_policy": "production"},
     "DSpark budget, AUC 0.80": {
         **DSPARK,
-        "spec.verify_policy": "production",
-        "spec.confidence_corr": 0.74,
+        "spec.options.verify_policy": "production",
+        "spec.options.confidence_corr": 0.74,
     },
     "none": NONE,
 }

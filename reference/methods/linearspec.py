@@ -24,11 +24,10 @@ from collections.abc import Sequence
 
 import torch
 
+from common.methods import TIERS  # (max_running_bs, B), ascending; shared with the simulator
 from reference.methods.selfspec_base import RoundResult, SelfSpecMode
 from reference.proposers import Proposal
 from reference.verify import target_probs, verify_greedy, verify_sampling
-
-TIERS = ((4, 16), (32, 8), (1 << 30, 4))  # (max_running_bs, B), ascending
 
 
 def select_block_size(running_bs: int, tiers: Sequence[tuple[int, int]]) -> int:

@@ -4,7 +4,11 @@ Importing the package imports every module in this folder (in name order, after 
 `none`), and each registers its `SpecMethod` subclass with `@register`, so a new method is
 one module here plus its conf/spec/<name>.yaml: params, shapes, costs, acceptance and the
 replica ask the class (simulator/methods/base.py lists what it declares), never its name.
-Modules import `base`, never this package or each other, so registration has no cycles.
+A method's own options are a frozen dataclass in its module (`spec.options`); its names are
+those of the common table (common/methods.py), the reference's too. A variant module
+(`dflash_tree`, `eagle_tree`: the trees of `dflash` and `eagle`) registers nothing and is
+built by its method's module. Modules import `base` (a method also its variant), never this
+package or another method, so registration has no cycles.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 A method class declares its own facts and the rest of the simulator asks it, never its name:
 
+- `options_class`: its own options (`spec.options`), a frozen `MethodOptions` dataclass
+  validated on construction; `options(spec)` builds them (unknown keys are errors);
 - `validate(spec)`: its config rules (simulator/params.py calls it; `ConfigError`);
 - `draft_layers(spec)`, `fusion_params(spec, hidden)`: its drafter's target-shaped layers
   (weights and draft-KV pool, simulator/shapes.py) and input projection, 0 when it has none;
@@ -10,6 +12,9 @@ A method class declares its own facts and the rest of the simulator asks it, nev
 - `calibration` / `check_calibration`: the reference engine's timing-table rows its rounds
   are priced from, None when no table covers it (simulator/calibrated.py);
 - `takes_verify_schedule`: whether `spec.verify_schedule` (drafts by batch size) applies;
+- `label(spec)`: its run's name in tables and plots (its colour is in the common table of
+  method names, common/methods.py); `search_space()`: the dimensions a configuration
+  search adds for it (workbench/search.py);
 - `from_config(cfg)`: the instance that prices and commits its rounds.
 
 An instance answers, for a decode batch, the verify length of each request (`verify_lens`:
@@ -21,19 +26,24 @@ round's planning (`host_plan_s`), the extra GPU time of a prefill, and the commi
 `register` puts a class into `METHODS` under its `name`; the package's `__init__` imports
 every module of simulator/methods/, so a new method is one module there (plus its
 conf/spec/<name>.yaml). This module imports no other simulator module at run time but
-errors and presets, so simulator/params.py can take its `spec.method` choices from
+errors, fields and presets, so simulator/params.py can take its `spec.method` choices from
 `METHODS`. `none` (plain decoding) is registered here, first, as the baseline of every run.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
 from common.batch_schedule import Schedule, drafts_for, parse_schedule
+from common.methods import NAMES
 from simulator import presets
 from simulator.errors import ConfigError
+from simulator.fields import check_field
 
 if TYPE_CHECKING:
     from simulator.acceptance import AcceptanceModel
@@ -42,12 +52,54 @@ if TYPE_CHECKING:
 
 METHODS: dict[str, type[SpecMethod]] = {}
 M = TypeVar("M", bound="type[SpecMethod]")
+Opts = TypeVar("Opts", bound="MethodOptions")
+BLOCK_SIZES = (4, 8, 16)  # B a configuration search tries for every method that drafts
+
+
+@dataclass(frozen=True)
+class MethodOptions:
+    """A method's own options (`spec.options`): each subclass is a frozen dataclass whose
+    fields declare their range or choices with `simulator.fields.param`; construction checks
+    them and raises a one-line `ConfigError` naming `spec.options.<field>` and the range
+    (a field with a list default takes a list)."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            key, value = f"spec.options.{f.name}", getattr(self, f.name)
+            if f.default_factory is not dataclasses.MISSING and not isinstance(value, list):
+                raise ConfigError(f"{key} = {value!r} must be a list")
+            check_field(key, value, f.metadata)
+
+    @classmethod
+    def of(cls: type[Opts], data: Mapping[str, Any] | Opts, method: str) -> Opts:
+        """The options of `method` from a mapping (unknown keys are errors), or `data`
+        itself when it already is one."""
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"spec.options must be a mapping, got {data!r}")
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in data if k not in known]
+        if unknown:
+            raise ConfigError(f"spec.options.{unknown[0]} is not an option of spec.method = "
+                              f"{method} (its options: {', '.join(known) or 'none'})")
+        return cls(**{k: _plain(v) for k, v in data.items()})
+
+
+def _plain(value: Any) -> Any:
+    """A list for an OmegaConf ListConfig (or tuple), the value otherwise."""
+    if isinstance(value, tuple) or type(value).__name__ == "ListConfig":
+        return list(value)
+    return value
 
 
 def register(cls: M) -> M:
-    """Class decorator: add `cls` to `METHODS` under `cls.name` (names are unique)."""
+    """Class decorator: add `cls` to `METHODS` under `cls.name` (unique, and a name of the
+    common table of method names, common/methods.py)."""
     if cls.name in METHODS:
         raise ValueError(f"simulator method {cls.name!r} is registered twice")
+    if cls.name not in NAMES:
+        raise ValueError(f"simulator method {cls.name!r} is not in common/methods.py NAMES")
     METHODS[cls.name] = cls
     return cls
 
@@ -59,9 +111,25 @@ class SpecMethod:
     preset: ClassVar[str | None] = None  # simulator/presets.py TAU key; None: no published tau
     calibration: ClassVar[str | None] = None  # calibration table rows; None: not measured
     takes_verify_schedule: ClassVar[bool] = False  # spec.verify_schedule sets its K per batch
+    options_class: ClassVar[type[MethodOptions]] = MethodOptions  # none by default
 
     def __init__(self, block_size: int = 1):
         self.block_size = block_size
+
+    @classmethod
+    def options(cls, spec: SpecParams) -> MethodOptions:
+        """This method's options of `spec` (`spec.options`), validated."""
+        return cls.options_class.of(spec.options, cls.name)
+
+    @classmethod
+    def label(cls, spec: SpecParams) -> str:
+        """The run's name in tables and plots: "<method> B=<B>"."""
+        return f"{cls.name} B={spec.block_size}"
+
+    @classmethod
+    def search_space(cls) -> dict[str, tuple]:
+        """Config keys a configuration search suggests for this method, with their values."""
+        return {"spec.block_size": BLOCK_SIZES}
 
     @classmethod
     def validate(cls, spec: SpecParams) -> None:
@@ -150,6 +218,14 @@ class NoSpec(SpecMethod):
 
     name = "none"
     calibration = "none"
+
+    @classmethod
+    def label(cls, spec: SpecParams) -> str:
+        return cls.name
+
+    @classmethod
+    def search_space(cls) -> dict[str, tuple]:
+        return {}  # B is 1
 
     @classmethod
     def validate(cls, spec: SpecParams) -> None:

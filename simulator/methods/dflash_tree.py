@@ -1,6 +1,6 @@
 """`DFlashTree`: DFlash with tree verification, N tree nodes verified per request per round.
 
-A round (reference/dflash_tree.py): one DFlash draft forward over [anchor, MASK * (B-1)]
+A round (reference/methods/dflash_tree.py): one DFlash draft forward over [anchor, MASK * (B-1)]
 and the LM head on its B-1 rows (their top-k per depth feed the best-first tree), one
 target forward over the tree's N nodes per request (anchor included) with an ancestor mask,
 the LM head on those N rows, and the injection of the accepted path's B positions into the
@@ -22,11 +22,15 @@ extrapolation. Per depth, the tree raises every logit of the chain's per-request
 (simulator/acceptance.py) by delta(N): logit alpha_j^tree = logit alpha_j + delta(N), delta
 solved so that the mean over requests equals tau_tree(N); tau_chain is the published
 DFlash tau (`spec.tau` overrides it) or the `constant` curve's mean. tree_top_k = 1 is the
-chain (N = B): exactly the `dflash` method.
+chain (N = B): exactly the DFlash chain.
 
-`spec.tree_policy = load_aware` picks, per stretch (a fixed batch of n requests, mean
-context in 256-token buckets), the budget from `spec.tree_budgets` that maximises
-n * tau_tree(N) / (the round's GPU seconds at N): trees shrink as the batch grows.
+`spec.options.tree_policy = load_aware` picks, per stretch (a fixed batch of n requests,
+mean context in 256-token buckets), the budget from `spec.options.tree_budgets` that
+maximises n * tau_tree(N) / (the round's GPU seconds at N): trees shrink as the batch grows.
+
+The `dflash` method (simulator/methods/dflash.py) builds it when `spec.options.tree_budget`
+is set or the policy is load-aware, and calls its config rules (`check`); this class
+registers nothing.
 """
 
 from __future__ import annotations
@@ -37,11 +41,12 @@ import numpy as np
 
 from common.survival import logistic_survival
 from simulator.errors import ConfigError
-from simulator.methods.base import METHODS, Drafted, register
+from simulator.methods.base import Drafted
 
 if TYPE_CHECKING:
     from simulator.acceptance import AcceptanceModel
     from simulator.costs import CostModel
+    from simulator.methods.dflash import DFlashOptions
     from simulator.params import SimConfig, SpecParams
 
 # r(N) = R_INF - GAIN * (N / B)^-BETA, `fit_ratio` of experiments/tree_budget/results.json
@@ -79,7 +84,6 @@ def fit_ratio(budgets, ratios, block_size: int) -> tuple[float, float, float]:
     return float(coef[0]), float(coef[1]), float(beta)
 
 
-@register
 class DFlashTree(Drafted):
     """DFlash drafting verified as a tree of N nodes; see the module docstring.
 
@@ -90,48 +94,47 @@ class DFlashTree(Drafted):
         policy: "fixed" or "load_aware".
     """
 
-    name = "dflash_tree"
-    preset = "dflash"
+    name = "dflash"
 
-    @classmethod
-    def validate(cls, spec: SpecParams) -> None:
-        super().validate(spec)
+    @staticmethod
+    def check(spec: SpecParams, o: DFlashOptions) -> None:
+        """The tree's config rules (`ConfigError`); `dflash`'s validate calls them."""
         B = spec.block_size
         if B < 2:
-            raise ConfigError("spec.block_size = 1 is outside [2, 256] for dflash_tree")
+            raise ConfigError("spec.block_size = 1 is outside [2, 256] for a dflash tree")
         if spec.acceptance not in ("preset", "constant"):
             raise ConfigError(
                 f"spec.acceptance = {spec.acceptance} must be preset or constant "
-                "for dflash_tree (the tree raises the per-depth curve)"
+                "for a dflash tree (the tree raises the per-depth curve)"
             )
-        if spec.tree_top_k == 1 and (spec.tree_budget != B or spec.tree_policy != "fixed"):
+        if spec.verify_schedule is not None:
+            raise ConfigError("spec.verify_schedule (the chain's drafts by batch size) does "
+                              "not apply to a tree (spec.options.tree_budget)")
+        if o.tree_top_k == 1 and (o.tree_budget != B or o.tree_policy != "fixed"):
             raise ConfigError(
-                f"spec.tree_budget = {spec.tree_budget} must equal spec.block_size"
-                f" = {B} with a fixed policy when spec.tree_top_k = 1 (the chain)"
+                f"spec.options.tree_budget = {o.tree_budget} must equal spec.block_size"
+                f" = {B} with a fixed policy when spec.options.tree_top_k = 1 (the chain)"
             )
-        aware = spec.tree_policy == "load_aware"
+        aware = o.tree_policy == "load_aware"
         key, value = (
-            ("spec.tree_budgets", spec.tree_budgets)
+            ("spec.options.tree_budgets", o.tree_budgets)
             if aware
-            else ("spec.tree_budget", spec.tree_budget)
+            else ("spec.options.tree_budget", o.tree_budget)
         )
-        if min(spec.tree_budgets if aware else [spec.tree_budget], default=0) < B:
+        if min(o.tree_budgets if aware else [o.tree_budget], default=0) < B:
             raise ConfigError(
                 f"{key} = {value} must be >= spec.block_size = {B} (the "
                 "measured range of the tree's acceptance model)"
             )
 
     @classmethod
-    def fusion_params(cls, spec: SpecParams, hidden: int) -> int:
-        """The DFlash drafter's `fc` (its one home: the `dflash` method)."""
-        return METHODS["dflash"].fusion_params(spec, hidden)
-
-    @classmethod
-    def from_config(cls, cfg: SimConfig) -> DFlashTree:
-        s = cfg.spec
-        budgets = s.tree_budgets if s.tree_policy == "load_aware" else [s.tree_budget]
-        m = cls(s.block_size, tuple(budgets), s.tree_top_k, s.tree_policy)
-        if s.tree_top_k > 1:
+    def of(cls, cfg: SimConfig, budget: int | None, top_k: int, policy: str,
+           budgets: list[int]) -> DFlashTree:
+        """The tree of `cfg` (N = budget, or the load-aware policy's budgets), its
+        acceptance fitted to the chain's population."""
+        m = cls(cfg.spec.block_size, tuple(budgets if policy == "load_aware" else [budget]),
+                top_k, policy)
+        if top_k > 1:
             m.fit_acceptance(*cls.chain_population(cfg))
         return m
 

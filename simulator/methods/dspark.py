@@ -8,14 +8,14 @@ the draft-KV materialisation of the verified rows. Markov steps use the roofline
 
 In the simulator (`spec.method = dspark`, conf/spec/dspark.yaml; B = spec.block_size =
 gamma + 1) `schedule` gives each request of a decode stretch its verify length 1 + l_r under
-`spec.verify_policy` ("fixed" verifies all gamma drafts) from the scheduler of
+`spec.options.verify_policy` ("fixed" verifies all gamma drafts) from the scheduler of
 common/dspark_schedule.py. The confidences are the calibrated per-position acceptance of each
 request's curve (the acceptance model's survival S: c_j = S_j / S_{j-1}; ECE 0 assumed), so
 they are constant over a stretch, whose rounds all verify the same lengths; a stretch stands
 for a scheduler step, so "production" reads the confidences of the batch `lag` stretches
 earlier. SPS is this batch's own table (`sps_table`, cached per batch size and 256-token
 context bucket). Commits are drawn from the same curve cut at 1 + l_r, so tau per request is
-1 + sum_{j <= l_r} S_j. With `spec.confidence_corr` rho > 0 every round draws a latent
+1 + sum_{j <= l_r} S_j. With `spec.options.confidence_corr` rho > 0 every round draws a latent
 difficulty per request and the scheduler runs on that round's calibrated posterior
 confidences (per-round lengths, q of shape (rounds, n); production's lag then counts
 rounds); commits come from the same posterior, cut at the chosen lengths
@@ -27,6 +27,7 @@ The scheduler reads the per-position curve, so the acceptance must be `preset` o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,10 +37,25 @@ from common.dspark_schedule import POLICIES, Scheduler
 from common.dspark_schedule import SPSTable as SPS
 from simulator import dspark_confidence as conf
 from simulator.errors import ConfigError
-from simulator.methods.base import Drafted, register
+from simulator.fields import param
+from simulator.methods.base import Drafted, MethodOptions, register
 
 if TYPE_CHECKING:
     from simulator.params import SimConfig, SpecParams
+
+VERIFY_POLICIES = ("fixed", "lossless", "static", "production")
+
+
+@dataclass(frozen=True)
+class DSparkOptions(MethodOptions):
+    """`spec.options` of `dspark`: the Markov head and the verify-length scheduler."""
+
+    markov_rank: int = param(256, 1, 1 << 16, doc="rank r of the Markov head")
+    verify_policy: str = param("production", choices=VERIFY_POLICIES,
+                               doc="per-request verify lengths (see the module docstring)")
+    confidence_threshold: float = param(0.5, 0.0, 1.0, doc="static policy: cut at c <")
+    confidence_corr: float = param(0.0, 0.0, 1.0, doc="corr(signal, round latent); 0 = "
+                                   "per-request curve only (simulator/dspark_confidence)")
 
 
 @register
@@ -54,7 +70,12 @@ class DSpark(Drafted):
 
     name = "dspark"
     preset = "dspark"
-    takes_verify_schedule = False  # its verify lengths come from `spec.verify_policy`
+    takes_verify_schedule = False  # its verify lengths come from `spec.options.verify_policy`
+    options_class = DSparkOptions
+
+    @classmethod
+    def search_space(cls) -> dict[str, tuple]:
+        return {**super().search_space(), "spec.options.verify_policy": VERIFY_POLICIES}
 
     @classmethod
     def validate(cls, spec: SpecParams) -> None:
@@ -67,9 +88,9 @@ class DSpark(Drafted):
 
     @classmethod
     def from_config(cls, cfg: SimConfig) -> DSpark:
-        s = cfg.spec
-        return cls(s.block_size - 1, s.markov_rank, policy=s.verify_policy,
-                   threshold=s.confidence_threshold, confidence_corr=s.confidence_corr)
+        o = cls.options(cfg.spec)
+        return cls(cfg.spec.block_size - 1, o.markov_rank, policy=o.verify_policy,
+                   threshold=o.confidence_threshold, confidence_corr=o.confidence_corr)
 
     def __init__(self, gamma: int, markov_rank: int = 256, buckets: np.ndarray | None = None,
                  policy: str = "fixed", threshold: float = 0.5, confidence_corr: float = 0.0):

@@ -3,14 +3,17 @@ S --speculative-eagle-topk k --speculative-num-draft-tokens N`.
 
 A round runs S sequential draft steps, the first on the anchor (one token per request), each
 later one on the k candidates kept per request, every step followed by the draft LM head on
-its rows (`spec.draft_vocab_size` rows: EAGLE-3's reduced draft vocabulary); then a target
-verify of the N-token tree per request (tree attention priced as causal attention over N
+its rows (`spec.options.draft_vocab_size` rows: EAGLE-3's reduced draft vocabulary); then a
+target verify of the N-token tree per request (tree attention priced as causal attention over N
 tokens) with the target LM head on all N rows; then a draft extend over the S + 1 positions
 of the accepted path (padded to S + 1, as a CUDA-graph engine runs it). `spec.block_size` is
-B = S + 1, the deepest commit; `spec.tree_tokens` is N (B when unset); `spec.draft_topk` is
+B = S + 1, the deepest commit; `spec.options.tree_tokens` is N; `spec.options.draft_topk` is
 k. The drafter is `spec.draft_layers` target-shaped layers behind EAGLE-3's 3H -> H
 projection, and prefills over the prompt with the target. Acceptance: the EAGLE-3 rows of the
-presets (`ar_chain`'s key), or `spec.tau`; a commit never exceeds B.
+presets (the `eagle` key), or `spec.tau`; a commit never exceeds B.
+
+The `eagle` method (simulator/methods/eagle.py) builds it when `spec.options.tree_tokens` is
+set, and holds its config rules; this class registers nothing.
 """
 
 from __future__ import annotations
@@ -19,15 +22,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.errors import ConfigError
-from simulator.methods.base import Drafted, register
+from simulator.methods.base import Drafted
 
 if TYPE_CHECKING:
     from simulator.costs import CostModel
-    from simulator.params import SimConfig, SpecParams
 
 
-@register
 class EagleTree(Drafted):
     """Tree drafter: S draft steps of k candidates, an N-token tree verify, a draft extend.
 
@@ -38,37 +38,11 @@ class EagleTree(Drafted):
         head_ratio: draft LM head rows over the target's vocabulary.
     """
 
-    name = "eagle_tree"
-    preset = "ar_chain"
+    name = "eagle"
 
     def __init__(self, block_size: int, tree_tokens: int, topk: int, head_ratio: float):
         super().__init__(block_size)
         self.tree_tokens, self.topk, self.head_ratio = tree_tokens, topk, head_ratio
-
-    @classmethod
-    def validate(cls, spec: SpecParams) -> None:
-        super().validate(spec)
-        if spec.tree_tokens is not None and spec.tree_tokens < spec.block_size:
-            raise ConfigError(
-                f"spec.tree_tokens = {spec.tree_tokens} must be at least "
-                f"spec.block_size = {spec.block_size} (the tree holds a path "
-                "of B tokens)"
-            )
-
-    @classmethod
-    def fusion_params(cls, spec: SpecParams, hidden: int) -> int:
-        """EAGLE-3's projection of three captured target layers: 3H -> H."""
-        return 3 * hidden * hidden
-
-    @classmethod
-    def from_config(cls, cfg: SimConfig) -> EagleTree:
-        s, vocab = cfg.spec, cfg.model.vocab_size
-        return cls(
-            s.block_size,
-            s.tree_tokens or s.block_size,
-            s.draft_topk,
-            (s.draft_vocab_size or vocab) / vocab,
-        )
 
     def verify_lens(self, n: int) -> np.ndarray:
         return np.full(n, self.tree_tokens, dtype=np.int64)

@@ -3,7 +3,7 @@
 No drafter weights and no draft KV pool (shared/research/dspark-idlm-nemotron.md 3.6): a
 round is two sequential target forwards of B tokens per request (a bidirectional draft pass
 priced as a causal one: they differ only by the B^2/2 in-block attention pairs), LM heads on
-B-1 and B rows; B comes from a batch-size tier table (`TIERS`, reference/selfspec's) capped
+B-1 and B rows; B comes from LinearSpec's batch-size tier table (`common.methods.TIERS`) capped
 at spec.block_size; commit_len = 1 + accepted greedy matches, KV trimmed to it. No published
 tau: conf/spec/linearspec.yaml uses a constant acceptance.
 """
@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from common.methods import TIERS
 from simulator.methods.base import SpecMethod, register
 
 if TYPE_CHECKING:
     from simulator.costs import CostModel
-
-TIERS = ((4, 16), (32, 8), (1 << 30, 4))  # (max_running_bs, B): reference/selfspec's table
 
 
 def tier_block(running_bs: int, tiers=TIERS, cap: int | None = None) -> int:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = ("numerics", "buckets", "survival", "dspark_schedule", "stamps", "paths")
+MODULES = ("numerics", "buckets", "survival", "dspark_schedule", "stamps", "paths", "methods")
 
 
 def test_common_imports_without_torch_simpy_hydra_or_project_packages():

@@ -3,8 +3,25 @@ crosses a threshold of the schedule, which the load-aware budget does not have."
 
 from __future__ import annotations
 
+import pytest
+
 from common.batch_schedule import parse_schedule
-from experiments.whatifs.verify_schedule import cliffs, sweep
+from experiments.whatifs.base import base_config, vary
+from experiments.whatifs.verify_schedule import EXPERIMENT, cliffs, sweep
+from simulator.methods import METHODS
+from simulator.methods.dspark import DSparkOptions
+from simulator.params import ConfigError
+
+
+def test_vary_sets_a_methods_option_and_a_new_method_starts_from_its_defaults():
+    cfg = base_config(EXPERIMENT)
+    assert cfg.spec.method == "dflash" and cfg.spec.options  # DFlash's options composed
+    ds = vary(cfg, {"spec.method": "dspark", "spec.verify_schedule": None,
+                    "spec.options.verify_policy": "static"})
+    assert ds.spec.options == {"verify_policy": "static"}
+    assert METHODS["dspark"].options(ds.spec) == DSparkOptions(verify_policy="static")
+    with pytest.raises(ConfigError, match=r"spec.options.markov_rank = 0 is outside \[1, "):
+        vary(ds, {"spec.options.markov_rank": 0})
 
 
 def test_cliff_at_the_first_threshold():

@@ -14,13 +14,13 @@ def small(method: str = "dflash", **sections) -> SimConfig:
     """A fast config: Qwen3-8B on an H200, closed loop, short requests.
 
     `sections` maps "section.field" (dots as "__") to values, e.g. workload__concurrency=4,
-    or a top-level field (seed=1).
+    a method option (spec__options__tree_budget=16) or a top-level field (seed=1).
     """
     cfg = SimConfig()
     cfg.spec.method = method
     if method == "none":
         cfg.spec.block_size, cfg.spec.draft_layers = 1, 0
-    elif method == "ar_chain":
+    elif method == "eagle":
         cfg.spec.block_size, cfg.spec.draft_layers = 8, 1
     cfg.workload.num_requests = 48
     cfg.workload.concurrency = 8
@@ -28,7 +28,9 @@ def small(method: str = "dflash", **sections) -> SimConfig:
     cfg.workload.output_tokens_mean = 96
     cfg.metrics.sample_period_s = 0.005
     for key, value in sections.items():
-        if "__" in key:
+        if key.startswith("spec__options__"):
+            cfg.spec.options[key.removeprefix("spec__options__")] = value
+        elif "__" in key:
             section, name = key.split("__")
             setattr(getattr(cfg, section), name, value)
         else:

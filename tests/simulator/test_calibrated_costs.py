@@ -51,7 +51,7 @@ def test_gaps_are_filled_by_a_line_fit_and_marked():
 def _cfg(path, method="dflash", block=8, hardware=None, model=None, draft_layers=2):
     spec = (dict(method="none", block_size=1, draft_layers=0) if method == "none" else
             dict(method="dflash", block_size=block, draft_layers=draft_layers,
-                 target_features=3))
+                 options={"target_features": 3}))
     cfg = {"model": model or TOY, "spec": spec,
            "engine": dict(cost_model="calibrated", calibration=str(path))}
     if hardware:
@@ -79,7 +79,7 @@ def test_method_sum_is_the_engines_padded_round(tmp_path_factory, n, block, kv, 
         q = sim.verify_lens(n)
         got = np.atleast_1d(sim.decode_gpu_s(cost, q, kvs))
         built = load_calibration(str(path), ModelParams(**TOY))["built"]
-        want = round_gpu_s(built, BUCKETS, method, n, block, kv)
+        want = round_gpu_s(built, BUCKETS, n, sim.block_size, kv)
         assert got == pytest.approx(np.full(rounds, want), rel=1e-9)
         assert cost.host_plan_s(n) + cost.host_process_s(n) == pytest.approx(
             HOST[method]["a_s"] + HOST[method]["b_s"] * n)
@@ -102,7 +102,7 @@ def test_replay_reproduces_a_recorded_commit_trace(tmp_path):
     assert all(sum(t) == out - 1 for t in traces)
     (tmp_path / "trace.json").write_text(json.dumps(traces))
     cfg = {"model": TOY, "spec": dict(method="dflash", block_size=8, draft_layers=2,
-                                      target_features=3, acceptance="replay",
+                                      options={"target_features": 3}, acceptance="replay",
                                       replay_path=str(tmp_path / "trace.json")),
            "engine": dict(mode="sync", kv_reserve_blocks=1, cost_model="calibrated",
                           calibration=str(write_table(tmp_path / "t.json"))),
@@ -122,7 +122,7 @@ def test_host_from_engine_params_when_asked(tmp_path):
     path = write_table(tmp_path / "t.json")
     engine = dict(cost_model="calibrated", calibration=str(path), host_plan_s=1e-3,
                   host_plan_per_req_s=2e-5, host_process_s=3e-4, host_process_per_req_s=0.0)
-    spec = dict(method="dflash", block_size=8, draft_layers=2, target_features=3)
+    spec = dict(method="dflash", block_size=8, draft_layers=2, options={"target_features": 3})
     own = CalibratedCostModel(SimConfig.coerce({"model": TOY, "spec": spec, "engine": engine}))
     table = CalibratedCostModel(SimConfig.coerce(
         {"model": TOY, "spec": spec, "engine": {**engine, "host_from_calibration": True}}))

@@ -86,8 +86,7 @@ def test_host_fit_leaves_out_runs_slower_on_the_device_than_the_tables(tmp_path)
     for n in (1, 4, 16):
         row = {}
         for m in ("none", "dflash"):
-            gpu = round_gpu_s(built, doc["engine"]["buckets"], m, n, 1 if m == "none" else 8,
-                              300.0)
+            gpu = round_gpu_s(built, doc["engine"]["buckets"], n, 1 if m == "none" else 8, 300.0)
             slow = 2.0 if (n, m) == (1, "dflash") else 1.03  # a cold n = 1 DFlash graph
             row[m] = _run(n, m, slow * gpu, slow * gpu + 5e-4 + 1e-5 * n)
         runs.append(row)

@@ -16,7 +16,8 @@ from workbench.calibrate import borrow, fit
 
 def _cfg(path, method="dflash"):
     spec = (dict(method="none", block_size=1, draft_layers=0) if method == "none" else
-            dict(method="dflash", block_size=8, draft_layers=2, target_features=3))
+            dict(method="dflash", block_size=8, draft_layers=2,
+                 options={"target_features": 3}))
     return SimConfig.coerce({"model": TOY, "spec": spec,
                              "engine": dict(cost_model="calibrated", calibration=str(path))})
 

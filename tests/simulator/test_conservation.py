@@ -31,7 +31,7 @@ def _tokens_conserved(seen, n):
 
 
 @pytest.mark.parametrize("mode", ["sync", "overlap"])
-@pytest.mark.parametrize("method", ["none", "ar_chain", "dflash"])
+@pytest.mark.parametrize("method", ["none", "eagle", "dflash"])
 def test_every_request_finishes_and_kv_returns(mode, method, emitted_at_finish):
     cluster, res = simulate(small(method, engine__mode=mode))
     s = res.summary

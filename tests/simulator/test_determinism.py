@@ -47,7 +47,7 @@ def test_streams_are_independent():
 
 
 @pytest.mark.parametrize("mode", ["sync", "overlap"])
-@pytest.mark.parametrize("method", ["dflash", "ar_chain"])
+@pytest.mark.parametrize("method", ["dflash", "eagle"])
 def test_speculation_off_equals_block_size_one(mode, method):
     _, off = simulate(small("none", engine__mode=mode))
     _, one = simulate(small(method, engine__mode=mode, spec__block_size=1))

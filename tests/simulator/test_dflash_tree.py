@@ -89,7 +89,7 @@ def test_chain_case_is_the_dflash_method_exactly():
             simulator.run(SimConfig.coerce(small(m, engine__mode=mode, **extra))).summary
             for m, extra in (
                 ("dflash", {}),
-                ("dflash_tree", {"spec__tree_top_k": 1, "spec__tree_budget": 16}),
+                ("dflash", {"spec__options__tree_top_k": 1, "spec__options__tree_budget": 16}),
             )
         ]
         for key in ("throughput", "tpot_s", "ttft_s", "speculation", "goodput", "kv"):
@@ -145,7 +145,8 @@ def test_tree_commits_average_r_times_the_chain():
 
 
 def test_load_aware_budget_shrinks_as_the_batch_grows():
-    cfg = SimConfig.coerce({"spec": {"method": "dflash_tree", "tree_policy": "load_aware"}})
+    cfg = SimConfig.coerce({"spec": {"method": "dflash",
+                                     "options": {"tree_policy": "load_aware"}}})
     m, cost = make_method(cfg), RooflineCostModel(cfg)
     picks = [m.pick(cost, n, np.full(n, 600)) for n in (1, 2, 4, 8, 16, 32, 64)]
     assert all(x >= y for x, y in zip(picks, picks[1:], strict=False))
@@ -171,13 +172,13 @@ def test_load_aware_budget_shrinks_as_the_batch_grows():
 @pytest.mark.parametrize(
     "spec,reserve_per_block",
     [
-        ({"spec__tree_budget": 16}, 16),
-        ({"spec__tree_budget": 64}, 64),
-        ({"spec__tree_policy": "load_aware"}, 128),
+        ({"spec__options__tree_budget": 16}, 16),
+        ({"spec__options__tree_budget": 64}, 64),
+        ({"spec__options__tree_policy": "load_aware"}, 128),
     ],
 )
 def test_reservation_and_conservation(mode, spec, reserve_per_block):
-    cluster, res = simulate(small("dflash_tree", engine__mode=mode, **spec))
+    cluster, res = simulate(small("dflash", engine__mode=mode, **spec))
     s, R = res.summary, cluster.cfg.engine.kv_reserve_blocks
     assert cluster.replicas[0].reserve_tokens == R * reserve_per_block
     assert s["requests"]["finished"] == 48
@@ -191,7 +192,7 @@ def test_load_aware_verifies_less_at_high_concurrency():
         s = simulator.run(
             SimConfig.coerce(
                 {
-                    "spec": {"method": "dflash_tree", "tree_policy": "load_aware"},
+                    "spec": {"method": "dflash", "options": {"tree_policy": "load_aware"}},
                     "workload": {"concurrency": c, "num_requests": max(16, 2 * c)},
                 }
             )
@@ -202,21 +203,31 @@ def test_load_aware_verifies_less_at_high_concurrency():
 
 
 @pytest.mark.parametrize(
-    "spec,message",
+    "spec,options,message",
     [
-        ({"tree_top_k": 1, "tree_budget": 32}, r"spec.tree_budget = 32 must equal spec.block_size"),
-        ({"tree_budget": 8}, r"spec.tree_budget = 8 must be >= spec.block_size = 16"),
-        ({"tree_policy": "load_aware", "tree_budgets": [4, 32]}, r"spec.tree_budgets = \[4, 32\]"),
-        ({"acceptance": "mean"}, r"spec.acceptance = mean must be preset or constant"),
-        ({"tree_top_k": 2}, r"spec.tree_top_k = 2 is not one of \[1, 4\]"),
+        ({}, {"tree_top_k": 1, "tree_budget": 32},
+         r"spec.options.tree_budget = 32 must equal spec.block_size"),
+        ({}, {"tree_budget": 8}, r"spec.options.tree_budget = 8 must be >= spec.block_size = 16"),
+        ({}, {"tree_policy": "load_aware", "tree_budgets": [4, 32]},
+         r"spec.options.tree_budgets = \[4, 32\]"),
+        ({"acceptance": "mean"}, {"tree_budget": 32},
+         r"spec.acceptance = mean must be preset or constant"),
+        ({"verify_schedule": [[1, 64, 7]]}, {"tree_budget": 32},
+         r"spec.verify_schedule .* does not apply to a tree"),
+        ({}, {"tree_top_k": 2}, r"spec.options.tree_top_k = 2 is not one of \[1, 4\]"),
+        ({}, {"tree_budget": 0}, r"spec.options.tree_budget = 0 is outside \[1, 4096\]"),
+        ({}, {"tree_budgets": 8}, r"spec.options.tree_budgets = 8 must be a list"),
+        ({}, {"tree_tokens": 10}, r"spec.options.tree_tokens is not an option of spec.method "
+         r"= dflash \(its options: target_features, tree_budget"),
     ],
 )
-def test_bad_tree_configs_name_the_key(spec, message):
+def test_bad_tree_configs_name_the_key(spec, options, message):
     with pytest.raises(ConfigError, match=message):
-        SimConfig.coerce({"spec": {"method": "dflash_tree", **spec}})
+        SimConfig.coerce({"spec": {"method": "dflash", **spec, "options": options}})
 
 
 def test_a_tree_tau_at_or_above_b_is_refused():
-    cfg = SimConfig.coerce({"spec": {"method": "dflash_tree", "tree_budget": 128, "tau": 12.0}})
+    cfg = SimConfig.coerce({"spec": {"method": "dflash", "tau": 12.0,
+                                     "options": {"tree_budget": 128}}})
     with pytest.raises(ConfigError, match=r"must lie below spec.block_size = 16"):
         make_method(cfg)

@@ -32,9 +32,9 @@ def test_round_cost_pads_to_bucket_and_sps_falls():
     assert m.verify_s(cost, np.full(32, 8), kv) >= m.verify_s(cost, q, kv)
 
 
-def _run(method: str, c: int, **spec):
+def _run(method: str, c: int, **options):
     base = {"method": method, "block_size": 8, "acceptance": "constant", "alpha": 0.85}
-    cfg = SimConfig.coerce({"spec": {**base, **spec},
+    cfg = SimConfig.coerce({"spec": {**base, "options": options},
                             "workload": {"concurrency": c, "num_requests": 4 * c}})
     return simulator.run(cfg).summary
 
@@ -57,8 +57,9 @@ def test_fixed_policy_at_gamma_b_minus_1_is_dflash():
 
 
 def test_config_selects_dspark_and_budgets_never_exceed_fixed():
-    cfg = SimConfig.coerce({"spec": {"method": "dspark", "block_size": 6, "markov_rank": 32,
-                                     "verify_policy": "lossless", "temperature": 1.0}})
+    cfg = SimConfig.coerce({"spec": {"method": "dspark", "block_size": 6, "temperature": 1.0,
+                                     "options": {"markov_rank": 32,
+                                                 "verify_policy": "lossless"}}})
     m = make_method(cfg)
     assert isinstance(m, DSpark) and (m.gamma, m.rank, m.policy) == (5, 32, "lossless")
     fixed = _run("dspark", 64, verify_policy="fixed")["speculation"]

@@ -137,11 +137,11 @@ def test_tiny_rho_reproduces_the_stretch_schedule():
         assert np.array_equal(q, np.stack(ref)), policy
 
 
-def _run(c: int, rho: float, seed: int = 0, **spec) -> dict:
+def _run(c: int, rho: float, seed: int = 0, **options) -> dict:
     cfg = SimConfig.coerce({
         "spec": {"method": "dspark", "block_size": 8, "acceptance": "preset", "tau": 5.5,
                  "trained_block_size": 8, "decay_logit": 0.05, "temperature": 1.0,
-                 "confidence_corr": rho, **spec},
+                 "options": {"confidence_corr": rho, **options}},
         "engine": {"max_running_requests": 256},
         "workload": {"concurrency": c, "num_requests": 8 * c}, "seed": seed})
     return simulator.run(cfg).summary["speculation"]

@@ -1,8 +1,9 @@
 """The methods registry is the simulator's single source of method facts.
 
-Every conf/spec option names a registered method and every registered method has one;
-`spec.method`'s choices are the registry; no simulator module outside simulator/methods/
-compares a method to a name; method modules import only `base` (no cycles); and the checks
+Every conf/spec option names a registered method and every registered method has one of its
+own name; `spec.method`'s choices are the registry; no simulator module outside
+simulator/methods/ compares a method to a name; method modules import only `base` and their
+own variant module (no cycles); each method's options are a frozen dataclass; and the checks
 that moved into the method classes raise the messages they always did.
 """
 
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from simulator.methods import METHODS, SpecMethod, make_method
+from simulator.methods.base import MethodOptions
 from simulator.params import ConfigError, SimConfig, SpecParams
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,8 +36,33 @@ def _spec_options() -> dict[str, str]:
 
 def test_every_spec_option_is_a_registered_method_and_back():
     options = _spec_options()
-    assert all(stem == method for stem, method in options.items())
     assert set(options.values()) == set(METHODS)
+    assert set(METHODS) <= set(options)  # each method has conf/spec/<its name>.yaml
+    assert all(options[name] == name for name in METHODS)
+    presets = {stem: m for stem, m in options.items() if stem not in METHODS}
+    assert presets == {"dflash_tree": "dflash", "eagle_tree": "eagle"}  # the trees
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_options_are_a_frozen_dataclass_whose_defaults_validate(name):
+    cls = METHODS[name].options_class
+    assert issubclass(cls, MethodOptions) and cls.__dataclass_params__.frozen
+    opts = cls.of({}, name)
+    for f in dataclasses.fields(cls):
+        assert {"lo", "hi", "choices", "doc"} <= set(f.metadata), (name, f.name)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(opts, f.name, None)
+
+
+def test_the_common_fields_are_left_in_spec_params():
+    moved = {"target_features", "markov_rank", "verify_policy", "confidence_threshold",
+             "confidence_corr", "draft_topk", "tree_tokens", "draft_vocab_size", "tree_budget",
+             "tree_top_k", "tree_policy", "tree_budgets"}
+    fields = {f.name for f in dataclasses.fields(SpecParams)}
+    assert not moved & fields
+    owners = {f.name: n for n, m in METHODS.items()
+              for f in dataclasses.fields(m.options_class)}
+    assert moved == set(owners)
 
 
 def test_method_choices_come_from_the_registry():
@@ -84,13 +111,16 @@ def _runtime_imports(path: Path) -> list[str]:
 
 
 def test_method_modules_import_base_and_never_the_package_or_each_other():
-    for path in PKG.glob("*.py"):
-        if path.stem == "__init__":
-            continue
+    """A method's module may import its variant modules (those that register nothing, as
+    dflash_tree for dflash); a variant imports base only."""
+    modules = {p.stem: p for p in PKG.glob("*.py") if p.stem not in ("__init__", "base")}
+    variants = {s for s, p in modules.items() if "@register" not in p.read_text()}
+    assert variants == {"dflash_tree", "eagle_tree"}
+    for stem, path in modules.items():
         imports = _runtime_imports(path)
         siblings = {m.split(".")[2] for m in imports if m.startswith("simulator.methods.")}
-        assert siblings <= {"base"}, (path.stem, siblings)
-        assert "simulator.methods" not in imports, path.stem
+        assert siblings <= {"base"} | (set() if stem in variants else variants), (stem, siblings)
+        assert "simulator.methods" not in imports, stem
 
 
 def test_the_registry_loads_without_its_importers():
@@ -115,8 +145,8 @@ def test_the_registry_loads_without_its_importers():
      "spec.acceptance = replay must be preset or constant for dspark"),
     ({"method": "dflash", "draft_layers": 0},
      r"spec.draft_layers = 0 is outside \[1, 1024\] for dflash"),
-    ({"method": "ar_chain", "block_size": 8, "draft_layers": 0},
-     r"spec.draft_layers = 0 is outside \[1, 1024\] for ar_chain"),
+    ({"method": "eagle", "block_size": 8, "draft_layers": 0},
+     r"spec.draft_layers = 0 is outside \[1, 1024\] for eagle"),
 ])
 def test_method_checks_raise_their_messages(spec, message):
     with pytest.raises(ConfigError, match=message):

@@ -74,7 +74,7 @@ def test_the_n_gram_match_is_host_time_per_request():
 def test_memory_is_plain_decodings_even_with_drafter_fields_set():
     plain = kv_budget(SimConfig.coerce({"spec": dict(method="none", block_size=1,
                                                      draft_layers=0)}))
-    lookup = kv_budget(_cfg(draft_layers=5, target_features=5))
+    lookup = kv_budget(_cfg(draft_layers=5))
     assert lookup == plain
     assert lookup.draft_weight_bytes == 0 and lookup.draft_kv_bytes_per_token == 0
 

@@ -60,7 +60,7 @@ def test_more_replicas_never_raise_mean_ttft(replicas, rate, router, method, mod
     assert b <= 1.05 * a
 
 
-@given(method=st.sampled_from(["none", "ar_chain", "dflash"]),
+@given(method=st.sampled_from(["none", "eagle", "dflash"]),
        c=st.sampled_from([1, 2, 4, 8, 16, 32, 64]), B=st.integers(2, 16),
        host_scale=st.floats(0.75, 3.0), out=st.sampled_from([64, 96, 200, 400]),
        seed=st.integers(0, 1000))

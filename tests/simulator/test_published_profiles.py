@@ -125,7 +125,8 @@ def test_fixed_gpu_times_per_layer_and_per_request():
     [
         ({}, "calibrated"),  # h200/qwen3-8b exists and measures dflash
         ({"hardware": {"name": "b200"}}, "roofline"),  # no b200 table
-        ({"spec": {"method": "ar_chain", "block_size": 8, "draft_layers": 1}}, "roofline"),
+        ({"spec": {"method": "eagle", "block_size": 8, "draft_layers": 1}}, "roofline"),
+        ({"spec": {"method": "dflash", "options": {"tree_budget": 32}}}, "roofline"),
         (
             {
                 "model": {
@@ -166,12 +167,10 @@ def test_eagle_tree_round_by_hand():
         {
             "model": {"vocab_size": 128000},
             "spec": {
-                "method": "eagle_tree",
+                "method": "eagle",
                 "block_size": 8,
                 "draft_layers": 1,
-                "draft_topk": 10,
-                "tree_tokens": 60,
-                "draft_vocab_size": 32000,
+                "options": {"draft_topk": 10, "tree_tokens": 60, "draft_vocab_size": 32000},
             },
         }
     )
@@ -187,8 +186,16 @@ def test_eagle_tree_round_by_hand():
     assert got == pytest.approx(first + later + extend + verify)
 
 
-def test_eagle_tree_needs_a_tree_holding_the_path():
-    with pytest.raises(ConfigError, match="spec.tree_tokens = 4 must be at least"):
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"tree_tokens": 4}, "spec.options.tree_tokens = 4 must be at least spec.block_size = 8"),
+        ({"draft_topk": 10}, "spec.options.draft_topk = 10 needs spec.options.tree_tokens"),
+        ({"tree_tokens": 0}, r"spec.options.tree_tokens = 0 is outside \[1, 4096\]"),
+    ],
+)
+def test_eagle_tree_needs_a_tree_holding_the_path(options, message):
+    with pytest.raises(ConfigError, match=message):
         SimConfig.coerce(
-            {"spec": {"method": "eagle_tree", "block_size": 8, "draft_layers": 1, "tree_tokens": 4}}
+            {"spec": {"method": "eagle", "block_size": 8, "draft_layers": 1, "options": options}}
         )

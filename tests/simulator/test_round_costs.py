@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.methods.ar_chain import ArChain
 from simulator.methods.base import NoSpec
 from simulator.methods.dflash import DFlash
 from simulator.methods.dspark import DSpark
+from simulator.methods.eagle import Eagle
 from simulator.methods.isd import ISD
 from simulator.methods.linearspec import LinearSpec
 
@@ -93,10 +93,10 @@ def test_linearspec_round_two_forwards():
     assert LinearSpec(16).verify_lens(33).tolist() == [4] * 33
 
 
-def test_ar_chain_round():
+def test_eagle_chain_round():
     """B = 4: three causal one-token draft steps at context kv + 1 with a head each, the
     draft extend over the block (causal), the target verify and its head."""
-    m = ArChain(4)
+    m = Eagle(4)
     q = m.verify_lens(2)
     steps = 3 * ((40 + 0.01 * (201 + 101)) + 200)
     extend = 160 + 3

@@ -21,7 +21,7 @@ def _cfg(method="dflash", B=8, schedule=SCHEDULE, **workload) -> SimConfig:
                 "method": method,
                 "block_size": B,
                 "verify_schedule": schedule,
-                "draft_layers": 1 if method == "ar_chain" else 5,
+                "draft_layers": 1 if method == "eagle" else 5,
             },
             "workload": {
                 "concurrency": 8,
@@ -57,8 +57,8 @@ def test_dflash_round_at_k0_is_a_plain_decode_plus_materialization():
     assert m.decode_gpu_s(cost, q4, np.full(8, 300)) == pytest.approx(expect)
 
 
-def test_ar_chain_drafts_k_steps():
-    cfg = _cfg("ar_chain")
+def test_eagle_chain_drafts_k_steps():
+    cfg = _cfg("eagle")
     cost, m = RooflineCostModel(cfg), make_method(cfg)
     q, kv, one = m.verify_lens(8), np.full(8, 300), np.ones(8)
     steps = 3 * (cost.draft_forward_s(one, kv + 1.0) + cost.lm_head_s(8))

@@ -35,7 +35,8 @@ def test_quick_calibration_end_to_end_on_cpu(tmp_path):
     assert built["target"](1, 4, 32) == pytest.approx(measured[0, 1, 1])
     assert built["target"](*point) > 0
     r = simulator.run({"model": TINY, "spec": dict(method="dflash", block_size=4,
-                                                   draft_layers=1, target_features=2),
+                                                   draft_layers=1,
+                                                   options={"target_features": 2}),
                        "engine": dict(cost_model="calibrated",
                                       calibration=str(tmp_path / "tiny.json")),
                        "workload": dict(num_requests=4, concurrency=2, prompt_tokens_mean=16,
@@ -80,7 +81,7 @@ def _synthetic_run(built, method, c, block, prompt, new, rng) -> dict:
     for k in range(max(map(len, traces))):
         live = [i for i in range(c) if len(traces[i]) > k]
         kv = float(np.mean([prompt + done[i] for i in live]))
-        wall = (round_gpu_s(built, BUCKETS, method, len(live), block, kv)
+        wall = (round_gpu_s(built, BUCKETS, len(live), 1 if method == "none" else block, kv)
                 + host["a_s"] + host["b_s"] * len(live))
         rounds.append([len(live), wall, 0.0, 0.0, 0.0, 0.0])
         for i in live:

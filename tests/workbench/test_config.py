@@ -10,6 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import simulator
+from simulator.methods import METHODS
 from simulator.params import ConfigError
 from workbench.config import SimulateConfig, load, register_configs
 
@@ -33,7 +34,7 @@ def test_every_group_has_its_options():
     names = {g: {o for gg, o in _options() if gg == g} for g in GROUPS}
     assert {"qwen3-8b", "qwen3-4b", "llama-3.1-8b", "toy"} <= names["model"]
     assert {"h200", "h100", "b200"} <= names["hardware"]
-    assert {"none", "ar_chain", "dflash"} <= names["spec"]
+    assert {"none", "eagle", "dflash"} <= names["spec"]
     assert {"sync", "overlap"} <= names["engine"]
     assert {"gsm8k", "humaneval", "math500", "mtbench", "poisson", "closed_loop"} <= (
         names["workload"])
@@ -57,7 +58,22 @@ def test_option_composes_validates_and_runs(group, option):
 
 
 def test_schema_defaults_are_the_default_config():
-    assert load(_compose()) == SimulateConfig()
+    """The schemas' defaults, the default method's options dataclass's among them, are the
+    composed default config (whose spec lists every option of that method)."""
+    composed, schema = load(_compose()), SimulateConfig()
+    method = METHODS[schema.spec.method]
+    assert method.options(composed.spec) == method.options(schema.spec)
+    assert set(composed.spec.options) == {f.name for f in dataclasses.fields(method.options_class)}
+    composed.spec.options = schema.spec.options
+    assert composed == schema
+
+
+@pytest.mark.parametrize("option", [o for g, o in _options() if g == "spec"])
+def test_every_spec_option_lists_its_methods_options(option):
+    """So that `spec.options.<name>=value` overrides each without a `+`."""
+    spec = load(_compose(f"spec={option}")).spec
+    fields = {f.name for f in dataclasses.fields(METHODS[spec.method].options_class)}
+    assert set(spec.options) == fields
 
 
 def test_datasheet_hardware_is_marked():

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workbench.search import BLOCK_SIZES, VERIFY_POLICIES, conditional_space, slo_goodput
+from simulator.methods.base import BLOCK_SIZES
+from simulator.methods.dspark import VERIFY_POLICIES
+from workbench.search import conditional_keys, conditional_space, slo_goodput
 
 REPO = Path(__file__).resolve().parents[2]
 FIXED = ("experiment=config_search", "workload.num_requests=48", "sweep.concurrency=[16]")
@@ -67,9 +69,12 @@ class _Cfg:
         ({"spec": "dflash"}, {"spec.block_size": BLOCK_SIZES}),
         (
             {"spec": "dspark"},
-            {"spec.block_size": BLOCK_SIZES, "spec.verify_policy": VERIFY_POLICIES},
+            {"spec.block_size": BLOCK_SIZES, "spec.options.verify_policy": VERIFY_POLICIES},
         ),
-        ({"spec": "dspark", "spec.block_size": 8}, {"spec.verify_policy": VERIFY_POLICIES}),
+        ({"spec": "dspark", "spec.block_size": 8},
+         {"spec.options.verify_policy": VERIFY_POLICIES}),
+        ({"spec": "eagle"}, {"spec.block_size": BLOCK_SIZES}),
+        ({"spec": "dflash_tree"}, {"spec.block_size": BLOCK_SIZES}),  # a preset: dflash's
         ({}, {"spec.block_size": BLOCK_SIZES}),  # spec fixed outside the search: the config's
     ],
 )
@@ -79,11 +84,15 @@ def test_conditional_space_adds_only_the_dimensions_a_method_has(params, asked):
     assert trial.asked == asked
 
 
-def test_verify_policies_are_the_spec_choices():
-    from simulator.params import SpecParams
+def test_every_searched_verify_policy_builds_its_dspark():
+    from simulator.methods import make_method
+    from simulator.params import SimConfig
 
-    field = SpecParams.__dataclass_fields__["verify_policy"]
-    assert set(VERIFY_POLICIES) == set(field.metadata["choices"])
+    assert conditional_keys() == {"spec.block_size", "spec.options.verify_policy"}
+    for policy in VERIFY_POLICIES:
+        cfg = SimConfig.coerce({"spec": {"method": "dspark", "block_size": 8,
+                                         "options": {"verify_policy": policy}}})
+        assert make_method(cfg).policy == ("full" if policy == "fixed" else policy)
 
 
 def _workbench(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -124,7 +133,7 @@ def test_a_tiny_search_reports_its_best_and_margin_over_the_defaults(tmp_path):
         spec = summary["config"]["spec"]
         keys = {o.partition("=")[0] for o in over}
         assert ("spec.block_size" in keys) == (spec["method"] != "none")
-        assert ("spec.verify_policy" in keys) == (spec["method"] == "dspark")
+        assert ("spec.options.verify_policy" in keys) == (spec["method"] == "dspark")
         trials[job.name] = _objective(summary)
         configs[tuple(sorted(set(over) - set(FIXED)))] = trials[job.name]
         same += [job.name] if summary["config"] == default_summary["config"] else []

@@ -87,9 +87,15 @@ def test_an_explicit_concurrency_or_rate_is_the_only_point():
     (("hardware.memory_gb=10",), "config error: model.qwen3-8b (+ drafter) does not fit: "
      "18.5 GB of weights vs 8.5 GB = hardware.memory_gb * engine.mem_fraction_static"),
     (("spec=nosuch",), "config error: In 'config': Could not find 'spec/nosuch' (options: "
-     "ar_chain, dflash, dflash_tree, dspark, eagle_tree, isd, linearspec, none, prompt_lookup)"),
+     "dflash, dflash_tree, dspark, eagle, eagle_tree, isd, linearspec, none, prompt_lookup)"),
     (("spec.foo=1",), "config error: Could not override 'spec.foo'. To append to your config "
      "use +spec.foo=1: Key 'foo' not in 'SpecParams'"),
+    (("+spec.options.foo=1",), "config error: spec.options.foo is not an option of "
+     "spec.method = dflash (its options: target_features, tree_budget, tree_top_k, "
+     "tree_policy, tree_budgets)"),
+    (("spec=dspark", "spec.options.verify_policy=bogus"), "config error: "
+     "spec.options.verify_policy = 'bogus' is not one of ['fixed', 'lossless', 'static', "
+     "'production']"),
     (("workload.concurrency=abc",), "config error: Error merging override "
      "workload.concurrency=abc: Value 'abc' of type 'str' could not be converted to Integer"),
 ])
