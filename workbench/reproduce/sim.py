@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from common.methods import BASELINE
-from workbench.reproduce_entry import ROOT, Entry, Outcome
+from workbench.reproduce.entry import ROOT, Entry, Outcome
 
 PUBLISHED = "experiments/published/predictions.json"
 SIM = "python -m workbench simulate"

@@ -16,7 +16,7 @@ import csv
 import json
 from collections import defaultdict
 
-from workbench.reproduce_entry import ROOT, Entry, Outcome
+from workbench.reproduce.entry import ROOT, Entry, Outcome
 
 GPU = "committed GPU data (H200):"
 BLOCK_BASE = "benchmarks/toy/2026-12-02-base-pair-committed/base-eval/acc_base_block_size"
