@@ -122,6 +122,7 @@ class Engine:
         self.gen = torch.Generator(device=target.device).manual_seed(seed)
         self.method.bind(target, self.pool, self.graphs, sampling, self.gen)
         self.spans = self.method.spans(sampling, target.options)
+        self.tp = target.tp  # a tensor-parallel shard's group: rank 0 decides (parallel.py)
 
     def prefill(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
                 starts: Sequence[int],
@@ -150,6 +151,8 @@ class Engine:
                                           fast=self.target.options.compiled_prefill)
         last = hidden[torch.arange(n, device=dev), lens - 1]
         first = sample(self.target.logits(last), self.sampling, self.gen)
+        if self.tp is not None:
+            (first,) = self.tp.broadcast((first,))
         if on_sampled is not None:
             on_sampled(first)
         self.method.prefill(ids, batch, aux)
@@ -203,6 +206,8 @@ class Engine:
                 out.append(verified)
             elif stage == "accept":
                 accepted = m.accept(rnd, proposal, verified)
+                if self.tp is not None:
+                    accepted = self.tp.agree(accepted)
                 out.append(accepted)
             else:
                 out.append(m.commit(rnd, proposal, verified, accepted))

@@ -107,7 +107,8 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                   num_heads: int, eps: float, fused_qk: bool = False,
                   triton_gemv: bool = False, gemv_gate_up: bool = False,
-                  gemv_tuning: GemvTuning | None = None, pdl: bool = False) -> torch.Tensor:
+                  gemv_tuning: GemvTuning | None = None, pdl: bool = False,
+                  reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
 
     The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
@@ -117,9 +118,12 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
     pdl: those Triton launches (and the attention's) as programmatic dependent launches
     (kernels/pdl.py).
+    reduce: a tensor-parallel shard's all-reduce, applied to the o and down projections'
+    outputs (reference/parallel.py); None on one device.
     """
     _, x, mlp = residual_layer(x, None, w, cos_sin, attn, cache_loc, k_pool, v_pool, num_heads,
-                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl)
+                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl,
+                               reduce)
     return x + mlp
 
 
@@ -128,7 +132,9 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
                    k_pool: torch.Tensor, v_pool: torch.Tensor, num_heads: int, eps: float,
                    fused_qk: bool = False, triton_gemv: bool = False,
                    gemv_gate_up: bool = False, gemv_tuning: GemvTuning | None = None,
-                   pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   pdl: bool = False,
+                   reduce: Callable[[torch.Tensor], torch.Tensor] | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`decoder_layer` with its residual adds left open: the stream entering the layer is
     x + delta (delta: the previous layer's MLP output, or None), and the stream leaving it is
     x_mid + mlp. Returns (stream in, x_mid, mlp) (bs, T, H) each; compiled, the add of delta
@@ -156,11 +162,15 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
                               window=attn.window, unsplit_max_width=attn.unsplit_max_width,
                               fused_merge=attn.fused_merge, tree_mask=attn.tree_mask,
                               pdl=pdl)
-    x_mid = x + _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning, pdl)
+    attn_out = _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning, pdl)
+    if reduce is not None:
+        attn_out = reduce(attn_out)
+    x_mid = x + attn_out
     gate_up = _linear(rms_norm(x_mid, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
                       gemv_tuning, pdl)
     gate, up = gate_up.chunk(2, dim=-1)
-    return x, x_mid, _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning, pdl)
+    mlp = _linear(F.silu(gate) * up, w.w_down, gemv, gemv_tuning, pdl)
+    return x, x_mid, mlp if reduce is None else reduce(mlp)
 
 
 def uses_pdl(options: EngineOptions, x: torch.Tensor, kernels_on: bool) -> bool:
@@ -191,6 +201,8 @@ class Target:
     fixed-shape forwards (decode, draft, verify) use it, prefill stays eager (unless
     options.compiled_prefill). `options` picks the kernels; change them with `with_options`.
     `run_layers` is the one loop over a stack of layers (the target's, a drafter's).
+    `tp`: the TensorParallel of a tensor-parallel shard (reference/parallel.py: the layers
+    hold this rank's heads, the config counts them), None on one device.
     """
 
     config: ModelConfig
@@ -202,6 +214,7 @@ class Target:
     fast_layer: Callable = residual_layer
     runtime: object = None  # the engine's pool and CUDA graphs (reference/engine.py)
     options: EngineOptions = field(default_factory=EngineOptions)
+    tp: object = None
 
     @property
     def device(self) -> torch.device:
@@ -297,7 +310,7 @@ class Target:
                    meta: Callable[[int], AttentionMeta], cos_sin: torch.Tensor,
                    cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                    num_heads: int, eps: float, *, capture: tuple[int, ...] = (),
-                   fast: bool = True, kernels: bool = True
+                   fast: bool = True, kernels: bool = True, sharded: bool = True
                    ) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
         """Run x (bs, T, H) through `layers`; layer i attends as meta(i) says and writes its
         K/V to k_pool[i], v_pool[i] (pools (L, S, nkv, D)) at cache_loc (bs*T,).
@@ -306,12 +319,15 @@ class Target:
         the ids in `capture`. The options' kernel switches apply on CUDA (kernels=False:
         cuBLAS and the eager q/k sequence whatever they say); with deferred_residual each
         layer's MLP output is added inside the next layer (fused with its input norm).
-        fast=False runs the eager layer.
+        fast=False runs the eager layer. On a tensor-parallel shard, `sharded` layers (the
+        target's, a sharded drafter's) all-reduce their o and down outputs; whole ones (a
+        replicated drafter's) do not.
         """
         o = self.options
         on = kernels and x.is_cuda  # bool arguments: torch.compile guards on them
         switches = (o.fused_qk and on, o.triton_gemv and on, o.triton_gemv_gate_up,
-                    self.gemv_tuning(), uses_pdl(o, x, on))
+                    self.gemv_tuning(), uses_pdl(o, x, on),
+                    self.tp.all_reduce if self.tp is not None and sharded else None)
         layer = self.fast_layer if fast else residual_layer
         defer = o.deferred_residual and kernels
         delta, after = None, {}

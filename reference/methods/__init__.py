@@ -33,14 +33,21 @@ def build(spec: MethodSpec | str, target: Target,
 
     Raises ValueError naming the method and the registered ones when the name is unknown,
     and the factory's own ValueError/TypeError (with the method named) for bad options.
+    On a tensor-parallel shard (target.tp) the proposer's drafter is placed as
+    reference/parallel.py's `shard_method` says.
     """
     spec = MethodSpec.parse(spec) if isinstance(spec, str) else spec
     if spec.name not in FACTORIES:
         raise ValueError(f"unknown method {spec.name!r}; registered: {', '.join(names())}")
     try:
-        return FACTORIES[spec.name](target, context or BuildContext(), **spec.kwargs)
+        proposer = FACTORIES[spec.name](target, context or BuildContext(), **spec.kwargs)
     except TypeError as e:
         raise TypeError(f"method {spec.name!r}: {e}") from e
+    if target.tp is None:
+        return proposer
+    from reference.parallel import shard_method
+
+    return shard_method(proposer, target.tp)
 
 
 __all__ = ["BuildContext", "MethodSpec", "build", "names"]

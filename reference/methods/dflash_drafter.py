@@ -39,7 +39,9 @@ from reference.proposers import Accepted, Proposal, Proposer, Round, Verified
 @dataclass
 class Drafter:
     """DFlash weights. fc: (H, K*H); w_kv: (L, 2*nkv*D, H) = the K then V rows of every
-    layer's wqkv, stacked for kv_materialize; k_norm: (L, D); cos_sin: (P, D) fp32."""
+    layer's wqkv, stacked for kv_materialize; k_norm: (L, D); cos_sin: (P, D) fp32.
+    shards: the tensor-parallel ranks its heads are split across (reference/parallel.py;
+    config.model counts one rank's), 1 when whole."""
 
     config: DFlashConfig
     layers: list[LayerWeights]
@@ -49,6 +51,7 @@ class Drafter:
     w_kv: torch.Tensor
     k_norm: torch.Tensor
     cos_sin: torch.Tensor
+    shards: int = 1
 
 
 def context_hidden(drafter: Drafter, aux: torch.Tensor) -> torch.Tensor:
@@ -88,7 +91,8 @@ def draft_stack(drafter: Drafter, target: Target, x: torch.Tensor, batch: Forwar
 
     x, _ = target.run_layers(x, drafter.layers, meta, drafter.cos_sin[batch.positions],
                              batch.cache_loc.reshape(-1), k_pool, v_pool, cfg.num_heads,
-                             cfg.rms_norm_eps, kernels=target.options.draft_kernels)
+                             cfg.rms_norm_eps, kernels=target.options.draft_kernels,
+                             sharded=drafter.shards > 1)
     return x
 
 

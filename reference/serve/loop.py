@@ -100,6 +100,7 @@ class Server:
         self.target, self.proposer, self.cfg = target, proposer, config
         self.block = proposer.block_size if proposer else 1
         self.device = target.device
+        self.tp = target.tp  # tensor parallel: rank 0's clock admits on every rank
         self.max_context = max_context
         self.rt = rt = runtime(target, proposer.draft_kv if proposer else None,
                                config.max_running, round_up(max_context + 2 * self.block, 64))
@@ -162,7 +163,8 @@ class Server:
     def _now(self, steps: int) -> float:
         if self.cfg.clock == "steps":
             return float(steps)
-        return time.perf_counter() - self.timeline.t0
+        now = time.perf_counter() - self.timeline.t0
+        return now if self.tp is None else self.tp.decide(now)
 
     def _loop(self, workload: OpenLoop) -> None:
         tl, steps, pending = self.timeline, 0, None
