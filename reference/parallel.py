@@ -157,10 +157,14 @@ def shard_target(target: Target, tp: TensorParallel) -> Target:
 def shard_method(proposer, tp: TensorParallel):
     """The proposer of a sharded target with its DFlash drafter placed as tp.drafter says
     (sharded: heads split like the target's, `Drafter.shards` = size; replicated: whole).
-    Methods without a model of their own pass through. Raises ValueError for a method
-    whose own draft model is not a DFlash drafter."""
+    Methods without a model of their own pass through, an oracle with its shadow's. Raises
+    ValueError for a method whose own draft model is not a DFlash drafter."""
     drafter = getattr(proposer, "drafter", None)
     if proposer is None or (drafter is None and proposer.draft_kv is None):
+        return proposer
+    shadow = getattr(proposer, "shadow", None)
+    if shadow is not None:  # the oracle's real proposer, built for this target already
+        proposer.draft_kv = shard_method(shadow, tp).draft_kv
         return proposer
     if not isinstance(drafter, Drafter):
         raise ValueError(f"{type(proposer).__name__} has a draft model of its own, which "

@@ -20,6 +20,7 @@ from reference.loaders import (
     DFLASH_PRESETS,
     preset_config,
     random_dflash_state_dict,
+    random_state_dict,
     random_target,
 )
 from reference.methods import MethodSpec, build
@@ -43,7 +44,14 @@ SCALE = {"self_attn.v_proj": 50.0, "self_attn.o_proj": 500.0, "mlp.gate_proj": 1
 
 
 def _whole_target():
-    return random_target("tiny", device="cpu", dtype=torch.float32, seed=0)
+    """The tiny random target with SCALE on its layers, so they, not only its planted
+    successor rule (reference/loaders.py), decide the greedy tokens."""
+    cfg = preset_config("tiny")
+    state = random_state_dict(cfg, device="cpu", dtype=torch.float32)
+    for i in range(cfg.num_layers):
+        for name, scale in SCALE.items():
+            state[f"model.layers.{i}.{name}.weight"] *= scale
+    return random_target("tiny", device="cpu", dtype=torch.float32, state=state)
 
 
 def _decode(target, dflash: dict | None):
