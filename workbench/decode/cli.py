@@ -21,7 +21,9 @@ is decoded, `--batch-size` at a time. Without prompts: `--batch-size` random pro
 folder, or `--tokenizer`). Each completion prints as text, special tokens kept (its ids too
 under `--show-ids`; ids alone without a tokenizer, as for random targets), after a line of
 its new tokens, rounds and tau; then the pooled tokens/s, tau, commit-length histogram and
-per-round time split. The engine runs under the shared EngineOptions flags
+per-round time split. `--tp N` under `torchrun --nproc-per-node N` splits the target's heads
+(and the drafter's, or not: `--tp-drafter`) across N ranks (reference/parallel.py); rank 0
+prints. The engine runs under the shared EngineOptions flags
 (common/engine_options.py). Bad input ends the command with one line naming the argument
 or file, exit status 2.
 """
@@ -120,6 +122,10 @@ def _parser() -> _Parser:
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda if present)")
     p.add_argument("--compile", action="store_true", help="torch.compile the layers (CUDA)")
+    p.add_argument("--tp", type=POSITIVE, default=1, help="tensor-parallel ranks: launch as "
+                   "torchrun --nproc-per-node N -m workbench decode ... --tp N")
+    p.add_argument("--tp-drafter", choices=("shard", "replicate"), default="shard",
+                   help="with --tp: split the DFlash drafter's heads too, or keep it whole")
     add_arguments(p)
     return p
 
@@ -213,6 +219,13 @@ def _run(args) -> int:
         print("\n".join(names()))
         return 0
     device = _device(args.device)
+    tp = None
+    if args.tp > 1:
+        from workbench.bench.tp import join
+
+        with blame("--tp"):
+            tp = join(args.tp, device, args.tp_drafter)
+        device = tp.device
     preset = args.target.removeprefix("random:") if args.target.startswith("random:") else None
     prompts, ids, tokenizer, which = _encoded(args, preset, prompts)
     spec = _spec(args, preset)
@@ -224,6 +237,11 @@ def _run(args) -> int:
             if preset
             else load_target(args.target, device=device, dtype=dtype, options=opts)
         )
+    if tp is not None:
+        from reference.parallel import shard_target
+
+        with blame("--tp"):
+            target = shard_target(target, tp)
     if args.compile:
         target.enable_compile()
     print(which)
