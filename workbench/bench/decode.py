@@ -18,7 +18,9 @@ runs (the verify block's cost against tau at a batch size; `oracle_tau`);
 `--verify-schedule '[[1,15,15],[16,1024,9]]'` verifies blocks of 10 in rounds of 16 or more
 live requests and B = 16 below; schedules joined by ';' ("none": every round at B) run side
 by side against the same AR runs too.
-Prints a table, then one JSON line; --out writes the JSON too.
+Prints a table, then one JSON line; --out writes the JSON too. Under `torchrun
+--nproc-per-node N`, `--tp N` runs the engine's tensor-parallel shards (reference/parallel.py;
+workbench/bench/tp.py has the TP sweep with the all-reduce time).
 
 The engine runs under the EngineOptions of the shared flags (common/engine_options.py, e.g.
 --no-fused-qk, --unsplit-width N), stamped into the JSON as "engine_options".
@@ -51,6 +53,7 @@ from reference.loaders import (
     random_target,
 )
 from reference.methods import BuildContext, MethodSpec, build
+from reference.parallel import shard_target
 from workbench.bench.ablate import ablate, print_ablation
 from workbench.bench.report import (
     full_batch_split_ms,
@@ -58,6 +61,7 @@ from workbench.bench.report import (
     print_result,
     print_stamp,
 )
+from workbench.bench.tp import join
 
 BOUND_TOK_S = 263.0  # 16.4 GB of weights at 4.30 TB/s
 
@@ -219,9 +223,16 @@ def main(argv=None) -> dict:
     p.add_argument("--ablate-unsplit-width", type=int, default=1024,
                    help="--ablate: the attention rule runs tables of width <= this unsplit")
     p.add_argument("--ablate-repeats", type=int, default=2)
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks, under torchrun "
+                   "--nproc-per-node N (reference/parallel.py; no transformers run)")
     p.add_argument("--out", default=None)
     engine_options.add_arguments(p)
     args = p.parse_args(argv)
+    if args.tp > 1 and args.ablate:
+        p.error("--ablate runs on one device: drop --tp")
+    tp = join(args.tp, args.device) if args.tp > 1 else None
+    if tp is not None:
+        args.device, args.hf_new_tokens = tp.device, 0
     opts = engine_options.from_args(args)
     sizes = [int(x) for x in args.batch_sizes.split(",")]
     blocks = [int(x) for x in str(args.block_size).split(",")]
@@ -233,7 +244,7 @@ def main(argv=None) -> dict:
     gen = torch.Generator().manual_seed(0)
     prompts = torch.randint(0, cfg.vocab_size, (max(sizes), args.prompt_len), generator=gen)
     prompts = prompts.tolist()
-    cuda = args.device == "cuda"
+    cuda = args.device.startswith("cuda")
     dtype = torch.bfloat16 if cuda else torch.float32
     state = random_state_dict(cfg, device=args.device, dtype=dtype)
     result = stamp(args=vars(args), engine_options=opts.asdict(), bound_tok_s=BOUND_TOK_S)
@@ -245,6 +256,9 @@ def main(argv=None) -> dict:
         torch.cuda.empty_cache()  # the transformers model is gone
     target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
                            options=opts)
+    if tp is not None:
+        del state
+        target = shard_target(target, tp)
     if cuda and not args.no_compile:
         target.enable_compile()
     drafters = {b: build(MethodSpec.of("dflash", random=args.preset, block_size=b), target)
@@ -269,7 +283,7 @@ def main(argv=None) -> dict:
     if args.profile:
         _profile(target, prompts[0])
         _profile(target, prompts[0], drafter, args)
-    if args.out:
+    if args.out and (tp is None or tp.rank == 0):
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
     return result
