@@ -120,16 +120,20 @@ def dflash_row(target, drafter, prompts: list[list[int]], ar: dict, args) -> dic
     }
 
 
-def bench(target, prompts: list[list[int]], sizes: list[int], args) -> list[dict]:
+def bench(target, prompts: list[list[int]], sizes: list[int], args,
+          save: Callable[[list[dict]], None]) -> list[dict]:
     """AR at every batch size, then DFlash at every batch size under each drafter
-    placement (one drafter per placement, built once)."""
+    placement (one drafter per placement, built once); `save` gets the rows so far after
+    each (a run cut short keeps them)."""
     ar = {bs: ar_run(target, prompts[:bs], args) for bs in sizes}
     rows = []
     for placement in args.placements:
         t = _placed(target, placement)
         drafter = build(MethodSpec.of("dflash", random=args.preset,
                                       block_size=args.block_size), t)
-        rows += [dflash_row(t, drafter, prompts[:bs], ar[bs], args) for bs in sizes]
+        for bs in sizes:
+            rows.append(dflash_row(t, drafter, prompts[:bs], ar[bs], args))
+            save(rows)
         target = _handed_back(t, target)
     return rows
 
@@ -188,12 +192,16 @@ def main(argv=None) -> dict:
     if cuda and args.compile:
         target.enable_compile()
     result = stamp(args=vars(args), engine_options=target.options.asdict())
-    result["rows"] = bench(target, prompts, sizes, args)
+
+    def save(rows: list[dict]) -> None:
+        result["rows"] = rows
+        if args.out and (tp is None or tp.rank == 0):
+            with open(args.out, "w") as f:
+                json.dump(result, f, indent=1)
+
+    bench(target, prompts, sizes, args, save)
     _print(result["rows"])
     print(json.dumps(result))
-    if args.out and (tp is None or tp.rank == 0):
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
     return result
 
 
