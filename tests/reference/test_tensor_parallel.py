@@ -26,7 +26,7 @@ from reference.loaders import (
 from reference.methods import MethodSpec, build
 from reference.methods.dflash_drafter import DFlashProposer, drafter_from_state_dict
 from reference.model import LayerWeights
-from reference.parallel import gather_layer, shard_layer, split_config
+from reference.parallel import gather_layer, init, shard_layer, split_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -150,3 +150,9 @@ def test_tensor_parallel_shards_reassemble_to_the_whole_layer():
 def test_tensor_parallel_size_must_divide_the_heads(size, field):
     with pytest.raises(ValueError, match=f"size {size} does not divide {field}"):
         split_config(preset_config("tiny"), size)
+
+
+def test_tensor_parallel_needs_as_many_processes(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with pytest.raises(ValueError, match=r"--tp 2 needs 2 processes \(torchrun"):
+        init(2, "cpu")
