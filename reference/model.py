@@ -107,8 +107,7 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
                   cache_loc: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                   num_heads: int, eps: float, fused_qk: bool = False,
                   triton_gemv: bool = False, gemv_gate_up: bool = False,
-                  gemv_tuning: GemvTuning | None = None, pdl: bool = False,
-                  reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+                  gemv_tuning: GemvTuning | None = None, pdl: bool = False) -> torch.Tensor:
     """One pre-norm Qwen3 layer on x (bs, T, H); returns the residual stream after it.
 
     The new K/V are written to the pool at cache_loc (bs*T,) before attention reads it.
@@ -118,12 +117,9 @@ def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn:
     through ops.gemv (gate_up too with gemv_gate_up), tuned as gemv_tuning says.
     pdl: those Triton launches (and the attention's) as programmatic dependent launches
     (kernels/pdl.py).
-    reduce: a tensor-parallel shard's all-reduce, applied to the o and down projections'
-    outputs (reference/parallel.py); None on one device.
     """
     _, x, mlp = residual_layer(x, None, w, cos_sin, attn, cache_loc, k_pool, v_pool, num_heads,
-                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl,
-                               reduce)
+                               eps, fused_qk, triton_gemv, gemv_gate_up, gemv_tuning, pdl)
     return x + mlp
 
 
@@ -138,7 +134,9 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     """`decoder_layer` with its residual adds left open: the stream entering the layer is
     x + delta (delta: the previous layer's MLP output, or None), and the stream leaving it is
     x_mid + mlp. Returns (stream in, x_mid, mlp) (bs, T, H) each; compiled, the add of delta
-    and the input RMSNorm are one kernel. The switches: decoder_layer.
+    and the input RMSNorm are one kernel. The switches: decoder_layer. reduce: a
+    tensor-parallel shard's all-reduce of the o and down projections' outputs
+    (reference/parallel.py); None on one device.
     """
     bs, t, _ = x.shape
     nkv, d = k_pool.shape[1], k_pool.shape[2]
@@ -326,8 +324,9 @@ class Target:
         o = self.options
         on = kernels and x.is_cuda  # bool arguments: torch.compile guards on them
         switches = (o.fused_qk and on, o.triton_gemv and on, o.triton_gemv_gate_up,
-                    self.gemv_tuning(), uses_pdl(o, x, on),
-                    self.tp.all_reduce if self.tp is not None and sharded else None)
+                    self.gemv_tuning(), uses_pdl(o, x, on))
+        if self.tp is not None and sharded:  # one device: the call as without TP
+            switches += (self.tp.all_reduce,)
         layer = self.fast_layer if fast else residual_layer
         defer = o.deferred_residual and kernels
         delta, after = None, {}
