@@ -9,7 +9,8 @@
 # the others under torchrun (NCCL). Then workbench/bench/tp_report.py writes summary.md
 # (scaling over TP 1, DFlash's speedup next to SGLang PR #16818's, the issue's targets).
 # OUT/results.tgz holds every JSON and log; OUT/summary.md the summary. `--device cpu`:
-# gloo, tiny shapes, TP 1 and 2 (the script's own smoke run).
+# gloo, tiny shapes, TP 1 and 2 (the script's own smoke run). TPS="2 4": those TP sizes only
+# (each takes at most 150 s).
 set -u
 dest=$1
 device=cuda
@@ -24,10 +25,10 @@ else
   args=(--batch-sizes 1,2,4,8,16,32 --prompt-len 256 --new-tokens 128)
   gpus=$(nvidia-smi -L | wc -l)
   sizes=""
-  for tp in 1 2 4; do
+  for tp in ${TPS:-1 2 4}; do
     if [ "$tp" -le "$gpus" ]; then sizes="$sizes $tp"; else echo "TP $tp: only $gpus GPUs"; fi
   done
-  limit=160
+  limit=150
 fi
 port=29611
 for tp in $sizes; do
