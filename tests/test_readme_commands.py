@@ -149,11 +149,11 @@ def test_table_command_runs(cmd, cpu, tmp_path):
 
 
 def test_the_extractors_find_the_readmes_commands():
-    """Counted by hand in README.md: 10 how-to lines (1 for the GPU), 20 table rows (11 that
-    run on the CPU), the bash runbook among them."""
+    """Counted by hand in README.md: 10 how-to lines (1 for the GPU), 22 table rows (12 that
+    run on the CPU), the bash runbook and the two torchrun launches among them."""
     howto, table = howto_commands(), table_commands()
     assert len(howto) == 10 and sum(gpu for _, gpu in howto) == 1
-    assert len(table) == 20 and sum(cpu for _, cpu in table) == 11
+    assert len(table) == 22 and sum(cpu for _, cpu in table) == 12
     assert ("bash benchmarks/h200_suite.sh PART OUT", False) in table
     assert strip_placeholders("python -m workbench simulate [overrides]") == (
         "python -m workbench simulate"
