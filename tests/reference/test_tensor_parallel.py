@@ -36,6 +36,7 @@ CASES = {  # name: (dflash options or None for plain decoding, drafter placement
     "plain": (None, "shard"),
     "dflash": ({}, "shard"),
     "dflash_replicated": ({}, "replicate"),
+    "dflash_lookahead": ({"lookahead": True}, "shard"),  # the serving loop's overlap mode
     "tree": ({"tree_budget": 6, "tree_top_k": 2}, "shard"),
 }
 
@@ -55,12 +56,14 @@ def _whole_target():
 
 
 def _decode(target, dflash: dict | None):
-    """(tokens, accept lengths, every round's proposed candidates) of a greedy run.
+    """(tokens, accept lengths, every round's proposed candidates) of a greedy run: plain
+    with dflash None, else DFlash with those method options (`lookahead`: overlap rounds).
 
     The drafter is the tiny random one with larger v, o, gate, up and down weights (SCALE),
     so its layers and its injected context, not only its mask token's embedding, decide
     the drafts."""
-    proposer = None
+    proposer, dflash = None, dict(dflash) if dflash is not None else None
+    lookahead = dflash is not None and dflash.pop("lookahead", False)
     if dflash is not None:
         whole = _whole_target()
         cfg = DFlashConfig.from_dict(DFLASH_PRESETS["tiny"], whole.config)
@@ -79,7 +82,8 @@ def _decode(target, dflash: dict | None):
             return proposal
 
         proposer.propose = recorded
-    out = generate(target, PROMPTS, proposer=proposer, max_new_tokens=NEW_TOKENS)
+    out = generate(target, PROMPTS, proposer=proposer, max_new_tokens=NEW_TOKENS,
+                   lookahead=lookahead)
     return out.tokens, out.accept_lengths, drafts
 
 
@@ -123,7 +127,7 @@ def test_tensor_parallel_greedy_matches_one_device(ranks, case):
 def test_tensor_parallel_drafts_are_compared(ranks):
     """The DFlash cases compare every round's drafts (a random drafter's are rejected, so
     the tokens alone would not see the drafter): there are some, and not all the same."""
-    for case in ("dflash", "dflash_replicated", "tree"):
+    for case in ("dflash", "dflash_replicated", "dflash_lookahead", "tree"):
         drafts = ranks[0][case][2]
         assert len(drafts) >= NEW_TOKENS // 2, case
         assert len({tok for rnd in drafts for row in rnd for tok in row[1:]}) > 1, case
