@@ -3,10 +3,10 @@
 
 Tables: AR and DFlash tok/s by TP and batch size with the scaling over TP = 1; DFlash's
 speedup over AR at each TP next to SGLang PR #16818's (Qwen3-8B with the z-lab b16
-drafter, GSM8K, greedy; docs/sglang-dflash.md section 8: 3.67x at TP 1 c = 1 to 1.66x
-at c = 32, 2.33x to 1.49x at TP 8, accept length 6.3-6.4 at every TP); the all-reduce
-share of a step or round; and the issue's targets at TP 2, batch 1 (AR >= 1.6x TP 1,
-DFlash >= 1.4x, all-reduce <= 15% of a round).
+drafter, GSM8K, greedy: 3.67x at TP 1 c = 1 to 1.66x at c = 32, 2.33x to 1.49x at TP 8,
+accept length 6.3-6.4 at every TP; docs/sglang.md section 8 has the TP 1 row, the TP 8
+endpoints are the PR's tables); the all-reduce share of a step or round; and the issue's
+targets at TP 2, batch 1 (AR >= 1.6x TP 1, DFlash >= 1.4x, all-reduce <= 15% of a round).
 """
 
 from __future__ import annotations
