@@ -60,8 +60,10 @@ def _rope_theta(cfg: dict, where: str) -> float:
 
 
 def _moe_fields(cfg: dict, where: str) -> dict:
-    """The Qwen3-MoE fields of `cfg` ({} for a dense config: no num_experts, or 0)."""
-    experts = _field(cfg, "num_experts", int, where, 0)
+    """The Qwen3-MoE fields of `cfg` ({} for a dense config: no num_experts, or 0).
+    transformers 5 writes the expert count as `num_local_experts`."""
+    name = "num_experts" if cfg.get("num_experts") is not None else "num_local_experts"
+    experts = _field(cfg, name, int, where, 0)
     if not experts:
         return {}
     only = cfg.get("mlp_only_layers") or []
