@@ -68,8 +68,10 @@ def align(topk_ids: torch.Tensor, experts: int, bm: int):
 
 @triton.jit
 def _dot(a, b, acc, IEEE: tl.constexpr):
+    """acc + a @ b: on tensor cores, or (IEEE) in full fp32, as for fp32 inputs and under
+    the CPU interpreter, whose dot mishandles bf16 (products of bf16 are exact in fp32)."""
     if IEEE:
-        return tl.dot(a, b, acc, input_precision="ieee")
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
     return tl.dot(a, b, acc)
 
 
@@ -149,7 +151,7 @@ def fused_moe(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor,
     sorted_pairs, block_expert = align(topk_ids, experts, cfg.bm)
     blocks = block_expert.numel()
     inter = torch.empty(blocks * cfg.bm, f, dtype=x.dtype, device=x.device)
-    ieee = x.dtype == torch.float32
+    ieee = x.dtype == torch.float32 or not x.is_cuda
     meta = dict(BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, IEEE=ieee, num_warps=cfg.warps,
                 num_stages=cfg.stages)
     _gate_up_kernel[(blocks, triton.cdiv(f, cfg.bn))](
