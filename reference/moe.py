@@ -67,3 +67,17 @@ def random_experts(cfg: ModelConfig, prefix: str, rand) -> dict[str, torch.Tenso
     return {prefix + "gate.weight": rand(e, h, std=0.5),
             prefix + "experts.gate_up_proj": rand(e, 2 * f, h),
             prefix + "experts.down_proj": rand(e, h, f, std=0.002)}
+
+
+def active_weight_bytes(cfg: ModelConfig, dtype_bytes: int = 2) -> int:
+    """Weight bytes one decode token reads: every layer's attention projections, norms and
+    MLP (a sparse layer: its router and top-k experts only), the final norm and the LM head
+    (the embedding row read is negligible). Qwen3-30B-A3B in bf16: 6.08 GB of 61 GB."""
+    h, d = cfg.hidden_size, cfg.head_dim
+    attention = h * (cfg.num_heads + 2 * cfg.num_kv_heads) * d + cfg.num_heads * d * h
+    params = cfg.vocab_size * h + h
+    for i in range(cfg.num_layers):
+        mlp = (cfg.num_experts * h + cfg.num_experts_per_tok * 3 * cfg.moe_intermediate_size * h
+               if cfg.is_sparse(i) else 3 * cfg.intermediate_size * h)
+        params += attention + mlp + 2 * h + 2 * d
+    return params * dtype_bytes
