@@ -171,3 +171,29 @@ def test_every_registered_method_and_the_tree_are_lossless(pair, tmp_path):
         proposer = build(spec, target, BuildContext(PROMPTS, NEW, plain))
         out = generate(target, PROMPTS, proposer=proposer, max_new_tokens=NEW)
         assert out.tokens == plain, label
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_graph_engine_on_moe_is_lossless(pair, tmp_path, dtype):
+    """CUDA graphs and the fused MoE kernel (bf16: the compiled layer too, as the bench runs
+    it): fp32 greedy equals the CPU's; in both dtypes DFlash (B = 1, 6), its tree and the
+    oracle equal plain greedy."""
+    from reference import ops
+    from reference.methods.dflash import load_dflash
+
+    cpu, _, path = pair
+    gpu = load_target(path, device="cuda", dtype=dtype)
+    if dtype == torch.bfloat16:
+        gpu.enable_compile()
+    assert ops._use_triton(gpu.embed)
+    plain = generate(gpu, PROMPTS, max_new_tokens=NEW)
+    if dtype == torch.float32:
+        assert plain.tokens == generate(cpu, PROMPTS, max_new_tokens=NEW).tokens
+    spec = _drafters(cpu, tmp_path)["dflash"]
+    for block in (1, 6):
+        dflash = load_dflash(dict(spec.options)["path"], gpu, block_size=block)
+        assert generate(gpu, PROMPTS, proposer=dflash, max_new_tokens=NEW).tokens == plain.tokens
+    for s in (spec.with_options(tree_budget=7), MethodSpec.of("oracle", tau=3.0, block_size=6)):
+        proposer = build(s, gpu, BuildContext(PROMPTS, NEW, plain.tokens))
+        assert generate(gpu, PROMPTS, proposer=proposer, max_new_tokens=NEW).tokens == plain.tokens
