@@ -14,8 +14,9 @@ which every request is live, what a server that refills its slots would approach
 prefills; `full_batch_split_ms` splits those rounds by phase.
 Batch-1 AR is compared with the 263 tok/s bound of streaming the weights at the measured
 4.30 TB/s (an MoE preset, e.g. random:qwen3-30b-a3b: its active weights per token,
-`bound_tok_s`; --hf-new-tokens 0 there, transformers' MoE loop is not timed). `--block-size 8,10,16` runs DFlash at each B side by side against the same AR
-runs (the verify block's cost against tau at a batch size; `oracle_tau`);
+`bound_tok_s`; --hf-new-tokens 0 there, transformers' MoE loop is not timed).
+`--block-size 8,10,16` runs DFlash at each B side by side against the same AR runs (the
+verify block's cost against tau at a batch size; `oracle_tau`);
 `--verify-schedule '[[1,15,15],[16,1024,9]]'` verifies blocks of 10 in rounds of 16 or more
 live requests and B = 16 below; schedules joined by ';' ("none": every round at B) run side
 by side against the same AR runs too.
