@@ -67,6 +67,10 @@ class LayerWeights(NamedTuple):
     top_k: int = 0
     norm_topk: bool = False
 
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The layer's weight tensors (its router too when sparse)."""
+        return tuple(t for t in self if isinstance(t, torch.Tensor))
+
 
 class ForwardBatch(NamedTuple):
     """Where the tokens of a padded batch go.
