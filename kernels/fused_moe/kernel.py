@@ -1,7 +1,7 @@
 """Triton `fused_moe`: tokens grouped by expert, then two grouped GEMMs.
 
-`align` sorts the (token, slot) pairs by expert and pads each expert's run to a multiple of
-BM rows, on the device and without a host sync (the engine captures it in CUDA graphs):
+`align` groups the (token, slot) pairs by expert and pads each expert's run to a multiple of
+BM rows, in one Triton launch and without a host sync (the engine captures it in CUDA graphs):
 `sorted_pairs[r]` is the pair of padded row r (n = M*k for a padding row) and
 `block_expert[b]` the expert of rows [b*BM, (b+1)*BM) (-1 past the last). A block of BM rows
 then meets one expert's weights:
@@ -47,23 +47,54 @@ def default_config(pairs: int, experts: int) -> MoeConfig:
 
 
 def align(topk_ids: torch.Tensor, experts: int, bm: int):
-    """(sorted_pairs (blocks*BM,) i64, block_expert (blocks,) i32) of topk_ids (M, k)."""
-    flat = topk_ids.reshape(-1).long()
-    n, dev = flat.numel(), flat.device
-    counts = torch.zeros(experts, dtype=torch.long, device=dev)
-    counts.scatter_add_(0, flat, torch.ones_like(flat))
-    padded = (counts + bm - 1) // bm * bm
-    pad_end = padded.cumsum(0)
-    order = torch.argsort(flat, stable=True)
-    expert_of = flat[order]
-    rank = torch.arange(n, device=dev) - (counts.cumsum(0) - counts)[expert_of]
+    """(sorted_pairs (blocks*BM,) i64, block_expert (blocks,) i32) of topk_ids (M, k), by
+    `_align_kernel` in one launch (the decode step runs this once per MoE layer)."""
+    flat = topk_ids.reshape(-1)
+    n = flat.numel()
     blocks = min(n, triton.cdiv(n, bm) + min(experts, n))  # at least one real row each
-    sorted_pairs = torch.full((blocks * bm,), n, dtype=torch.long, device=dev)
-    sorted_pairs.scatter_(0, (pad_end - padded)[expert_of] + rank, order)
-    starts = torch.arange(blocks, device=dev) * bm
-    block_expert = torch.searchsorted(pad_end, starts, right=True)
-    block_expert = torch.where(block_expert < experts, block_expert, -1).to(torch.int32)
+    sorted_pairs = torch.empty(blocks * bm, dtype=torch.long, device=flat.device)
+    block_expert = torch.empty(blocks, dtype=torch.int32, device=flat.device)
+    if n:
+        _align_kernel[(1,)](flat, n, experts, sorted_pairs, block_expert, blocks, BM=bm,
+                            CHUNK=ALIGN_CHUNK, BLOCK_E=triton.next_power_of_2(experts))
     return sorted_pairs, block_expert
+
+
+ALIGN_CHUNK = 64  # pairs (and blocks) per step of the align kernel's loops
+
+
+@triton.jit
+def _align_kernel(ids_ptr, n, E, sorted_ptr, expert_ptr, n_blocks, BM: tl.constexpr,
+                  CHUNK: tl.constexpr, BLOCK_E: tl.constexpr):
+    """One program: counts per expert, each run padded to BM rows and laid out in expert
+    order; padding rows get pair n; pair p goes to its expert's start + the number of
+    earlier pairs of that expert; block b's expert is the first whose run ends after b*BM."""
+    experts = tl.arange(0, BLOCK_E)
+    counts = tl.zeros((BLOCK_E,), dtype=tl.int32)
+    for c in range(0, n, CHUNK):
+        p = c + tl.arange(0, CHUNK)
+        e = tl.load(ids_ptr + p, mask=p < n, other=-1)
+        counts += tl.sum((e[:, None] == experts[None, :]).to(tl.int32), axis=0)
+    padded = (counts + BM - 1) // BM * BM
+    pad_end = tl.cumsum(padded, axis=0)
+    pad_start = pad_end - padded
+    for r in range(0, n_blocks * BM, CHUNK):
+        rows = r + tl.arange(0, CHUNK)
+        tl.store(sorted_ptr + rows, tl.full((CHUNK,), n, tl.int64), mask=rows < n_blocks * BM)
+    tl.debug_barrier()  # the padding fill lands before the pairs overwrite their rows
+    seen = tl.zeros((BLOCK_E,), dtype=tl.int32)
+    for c in range(0, n, CHUNK):
+        p = c + tl.arange(0, CHUNK)
+        e = tl.load(ids_ptr + p, mask=p < n, other=-1)
+        hot = (e[:, None] == experts[None, :]).to(tl.int32)
+        before = tl.cumsum(hot, axis=0) - hot + seen[None, :]
+        dest = tl.sum((before + pad_start[None, :]) * hot, axis=1)
+        tl.store(sorted_ptr + dest, p.to(tl.int64), mask=p < n)
+        seen += tl.sum(hot, axis=0)
+    for b0 in range(0, n_blocks, CHUNK):
+        b = b0 + tl.arange(0, CHUNK)
+        ended = tl.sum((pad_end[None, :] <= (b * BM)[:, None]).to(tl.int32), axis=1)
+        tl.store(expert_ptr + b, tl.where(ended < E, ended, -1), mask=b < n_blocks)
 
 
 @triton.jit
