@@ -161,7 +161,7 @@ def _down_kernel(a_ptr, w_ptr, out_ptr, pairs_ptr, expert_ptr, topw_ptr, n_pairs
         wd = tl.load(w + cols[None, :] * swn + ks[:, None] * swk,
                      mask=kmask[:, None] & cmask[None, :], other=0.0)
         acc = _dot(a, wd, acc, IEEE)
-    scale = tl.load(topw_ptr + pair, mask=valid, other=0.0)
+    scale = tl.load(topw_ptr + pair, mask=valid, other=0.0).to(tl.float32)
     acc = acc * scale[:, None]
     tl.store(out_ptr + pair[:, None] * so + cols[None, :], acc,
              mask=valid[:, None] & cmask[None, :])
@@ -189,7 +189,7 @@ def fused_moe(x: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor,
         x, w_gate_up, inter, sorted_pairs, block_expert, n, top_k, h, f,
         x.stride(0), *w_gate_up.stride(), inter.stride(0), **meta)
     out = torch.empty(n, h, dtype=torch.float32, device=x.device)
-    topw = topk_weights.reshape(-1).float().contiguous()
+    topw = topk_weights.reshape(-1).contiguous()  # cast to fp32 in the kernel
     _down_kernel[(blocks, triton.cdiv(h, cfg.bn))](
         inter, w_down, out, sorted_pairs, block_expert, topw, n, h, f,
         inter.stride(0), *w_down.stride(), out.stride(0), **meta)
