@@ -18,13 +18,18 @@ import time
 import torch
 
 from kernels.compare import close, merge
-from kernels.fused_moe.kernel import default_config, fused_moe
+from kernels.fused_moe.kernel import MoeConfig, default_config, fused_moe
 from kernels.fused_moe.ref import fused_moe_ref
 from kernels.timing import Row
 
 SHAPE = dict(experts=128, top_k=8, hidden=2048, width=768)  # Qwen3-30B-A3B
 TOKENS_PER_EXPERT = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 BF16_PEAK_FLOPS = 989.4e12  # H200 SXM dense bf16, datasheet
+# other tiles timed at a few points (`tiles`): data for tuning default_config
+TILE_CANDIDATES = (MoeConfig(16, 64, 128, 4, 4), MoeConfig(16, 32, 256, 4, 3),
+                   MoeConfig(32, 64, 128, 4, 3), MoeConfig(64, 128, 64, 4, 3),
+                   MoeConfig(128, 128, 64, 8, 3), MoeConfig(128, 64, 64, 4, 4))
+TILE_POINTS = (1, 16, 256)
 
 # kernels.check's cases (on the CPU: the interpreter): (M, E, k, H, F)
 CHECKS = ((5, 4, 2, 24, 20), (0, 3, 1, 16, 16))
@@ -73,18 +78,21 @@ def _time_us(fn, cuda: bool) -> float:
 
 
 def measure(m: int, shape: dict, device: str, copy_bw: float, peak: float,
-            balanced: bool = True) -> dict:
-    """One point: kernel and oracle time, bytes, FLOPs and their fractions of the ceilings."""
+            balanced: bool = True, config: MoeConfig | None = None,
+            oracle: bool = True) -> dict:
+    """One point: kernel (tiles `config`, None: default_config) and oracle time, bytes,
+    FLOPs and their fractions of the ceilings."""
     e, k, h, f = shape["experts"], shape["top_k"], shape["hidden"], shape["width"]
     args = problem(m, e, k, h, f, device, balanced=balanced)
     cuda = device == "cuda"
-    kernel_us = _time_us(lambda: fused_moe(*args), cuda)
-    oracle_us = _time_us(lambda: fused_moe_ref(*args), cuda)
+    kernel_us = _time_us(lambda: fused_moe(*args, config=config), cuda)
+    oracle_us = _time_us(lambda: fused_moe_ref(*args), cuda) if oracle else float("nan")
     hit = int(torch.unique(args[4]).numel())
     nbytes = 2 * (hit * 3 * f * h + 2 * m * h)
     flops = 6 * m * k * f * h
     return dict(tokens=m, tokens_per_expert=m * k / e, experts_hit=hit,
-                config=str(default_config(m * k, e)), kernel_us=kernel_us, oracle_us=oracle_us,
+                config=str(config or default_config(m * k, e)), kernel_us=kernel_us,
+                oracle_us=oracle_us,
                 speedup=oracle_us / kernel_us, bytes=nbytes, flops=flops,
                 tbps=nbytes / kernel_us / 1e6, frac_copy_bw=nbytes / (kernel_us * 1e-6) / copy_bw,
                 tflops=flops / kernel_us / 1e6, frac_bf16_peak=flops / (kernel_us * 1e-6) / peak)
@@ -101,6 +109,13 @@ def sweep(shape: dict = SHAPE, tokens_per_expert=TOKENS_PER_EXPERT, *, device: s
                 rows=rows, decode_bs1=decode,
                 moe_experts={"tokens_per_expert": [r["tokens_per_expert"] for r in rows],
                              "efficiency": [r["frac_bf16_peak"] for r in rows]})
+
+
+def tiles(shape: dict = SHAPE, points=TILE_POINTS, *, device: str = "cuda", copy_bw: float,
+          peak: float = BF16_PEAK_FLOPS) -> list[dict]:
+    """The kernel alone under each of TILE_CANDIDATES at `points` tokens per expert."""
+    return [measure(t * shape["experts"] // shape["top_k"], shape, device, copy_bw, peak,
+                    config=c, oracle=False) for t in points for c in TILE_CANDIDATES]
 
 
 def run(ctx) -> list[Row]:

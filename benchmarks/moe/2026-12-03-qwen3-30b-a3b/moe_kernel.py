@@ -4,8 +4,9 @@
 
 On CUDA: this run's copy bandwidth and a large cuBLAS bf16 GEMM (the reachable matmul rate,
 beside the 989.4 TFLOP/s datasheet peak the efficiencies divide by), then
-kernels/fused_moe/bench.py `sweep`. --device cpu runs the same code on tiny shapes under the
-Triton interpreter (the script's smoke test).
+kernels/fused_moe/bench.py `sweep`, and `tiles` (other tile shapes at a few points).
+--device cpu runs the same code on tiny shapes under the Triton interpreter (the script's
+smoke test).
 """
 
 from __future__ import annotations
@@ -50,8 +51,10 @@ def main(argv=None) -> int:
         copy_bw, shape, tokens = 1e10, TINY, (1, 2, 8)
         record = stamp(cublas_8192_tflops=None)
     record.update(bench.sweep(shape, tokens, device=args.device, copy_bw=copy_bw))
+    points = bench.TILE_POINTS if args.device == "cuda" else (1,)
+    record["tiles"] = bench.tiles(shape, points, device=args.device, copy_bw=copy_bw)
     Path(args.out).write_text(json.dumps(record, indent=1))
-    for r in [*record["rows"], record["decode_bs1"]]:
+    for r in [*record["rows"], record["decode_bs1"], *record["tiles"]]:
         print(f"t={r['tokens_per_expert']:7.2f} M={r['tokens']:5d} kernel {r['kernel_us']:9.1f} us"
               f"  oracle {r['oracle_us']:10.1f} us  {r['speedup']:5.2f}x  "
               f"{r['frac_copy_bw']:6.1%} copy  {r['frac_bf16_peak']:6.1%} peak  {r['config']}")

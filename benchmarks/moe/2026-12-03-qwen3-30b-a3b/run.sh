@@ -20,11 +20,11 @@ else
   preset=qwen3-30b-a3b; dev=(); sizes=1,4,16,64; len=(--prompt-len 256 --new-tokens 128)
   block=16; tau=6.5; calib=(--budget-s 80); tests=(-m gpu)
 fi
-HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-gpu} step tests 100 python -m pytest -q "${tests[@]}" \
+HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-gpu} step tests 90 python -m pytest -q "${tests[@]}" \
   tests/kernels/test_moe.py tests/reference/test_moe.py
 mv "$out/tests.log" "$out/tests.full.log" && tail -n 5 "$out/tests.full.log" > "$out/tests.log"
-step kernel 60 python "$here/moe_kernel.py" "${dev[@]}" --out "$out/moe_kernel.json"
-step bench 140 python -m workbench.bench --preset "$preset" "${dev[@]}" --batch-sizes "$sizes" \
+step kernel 75 python "$here/moe_kernel.py" "${dev[@]}" --out "$out/moe_kernel.json"
+step bench 135 python -m workbench.bench --preset "$preset" "${dev[@]}" --batch-sizes "$sizes" \
   "${len[@]}" --block-size "$block" --tau "$tau" --hf-new-tokens 0 --no-compile \
   --out "$out/bench.json"
 step calibrate 110 python -m workbench calibrate "model=$preset" hardware=h200 "${dev[@]}" \

@@ -51,7 +51,17 @@ def kernel_section(k: dict) -> list[str]:
               f"- >= 1.5x over the eager oracle everywhere: "
               f"{_mark(all(r['speedup'] >= 1.5 for r in rows))} "
               f"(min {min(r['speedup'] for r in rows):.2f}x)", ""]
-    return lines
+    best: dict = {}
+    for r in k.get("tiles", []):
+        t = r["tokens_per_expert"]
+        if t not in best or r["kernel_us"] < best[t]["kernel_us"]:
+            best[t] = r
+    for t, r in sorted(best.items()):
+        default = next((d for d in k["rows"] if d["tokens_per_expert"] == t), None)
+        vs = f" (default tiles {default['kernel_us']:.1f} us)" if default else ""
+        lines.append(f"- fastest other tiles at {t:g} tokens/expert: {r['config']} "
+                     f"{r['kernel_us']:.1f} us{vs}")
+    return lines + [""]
 
 
 def engine_section(b: dict, copy_tbps: float, dense: dict | None) -> list[str]:
