@@ -151,3 +151,19 @@ def test_edge_routings_match_the_oracle(m, experts, k, mode):
     got = fused_moe(x, w_gate_up, w_down, weights, ids, config=MoeConfig(16, 16, 16, 4, 1))
     assert_close(got, fused_moe_ref(x, w_gate_up, w_down, weights, ids), kind="reduction",
                  name="out")
+
+
+def test_sweep_reports_the_efficiency_curve_it_measured():
+    """kernels/fused_moe/bench.py's sweep on a tiny shape (the GPU run's code path): one row
+    per tokens-per-expert point with balanced routing, efficiency = FLOPs / time / peak."""
+    from kernels.fused_moe import bench
+
+    shape = dict(experts=2, top_k=1, hidden=16, width=16)
+    out = bench.sweep(shape, (1, 3), device=DEVICE, copy_bw=1e11, peak=1e12)
+    rows = out["rows"]
+    assert [r["tokens"] for r in rows] == [2, 6] and all(r["experts_hit"] == 2 for r in rows)
+    assert out["moe_experts"]["tokens_per_expert"] == [1.0, 3.0]
+    for r, eff in zip(rows, out["moe_experts"]["efficiency"]):
+        assert r["flops"] == 6 * r["tokens"] * 16 * 16
+        assert eff == pytest.approx(r["flops"] / (r["kernel_us"] * 1e-6) / 1e12)
+    assert out["decode_bs1"]["tokens"] == 1
