@@ -1,8 +1,9 @@
 """Triton kernels of the DFlash hot path, each next to its pure-PyTorch oracle.
 
 Ops (signatures in docs/architecture.md, "Public contracts"): `prepare_block`,
-`accept_bonus`, `kv_materialize`, plus the engine's `paged_attention`, `qk_norm_rope_write`
-and `gemv` (decode rows times a weight), and their oracles `*_ref`. The oracles need only torch.
+`accept_bonus`, `kv_materialize`, plus the engine's `paged_attention`, `qk_norm_rope_write`,
+`gemv` (decode rows times a weight) and `fused_moe` (a routed MoE MLP's experts), and their
+oracles `*_ref`. The oracles need only torch.
 Triton is imported on the first call of a kernel, never by `import kernels`, so that a CPU
 process can still set TRITON_INTERPRET=1 before it is imported (`python -m kernels.check`).
 

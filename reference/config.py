@@ -1,7 +1,8 @@
 """Model configurations read from HF-style `config.json` dicts, validated field by field.
 
 `ModelConfig` describes one Qwen3 decoder stack (the target, or the layers of a DFlash
-drafter); `DFlashConfig` adds the drafter's fields (docs/sglang.md 1.7).
+drafter), dense or Qwen3-MoE (routed experts on the layers `is_sparse` names);
+`DFlashConfig` adds the drafter's fields (docs/sglang.md 1.7).
 Every validation error names the offending field, prefixed by the file it came from.
 """
 
@@ -29,8 +30,8 @@ def _field(cfg: dict, name: str, kind: type, where: str, default: Any = ...) -> 
 
 
 # The target architectures the engine runs (its one layer: Qwen3's, q/k norms included).
-TARGET_ARCHITECTURES = ("Qwen3ForCausalLM",)
-TARGET_MODEL_TYPES = ("qwen3",)
+TARGET_ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
+TARGET_MODEL_TYPES = ("qwen3", "qwen3_moe")
 
 
 def check_target_architecture(cfg: dict, where: str = "config.json") -> None:
@@ -58,9 +59,32 @@ def _rope_theta(cfg: dict, where: str) -> float:
     return _field(params, "rope_theta", float, f"{where} rope_parameters", 10000.0)
 
 
+def _moe_fields(cfg: dict, where: str) -> dict:
+    """The Qwen3-MoE fields of `cfg` ({} for a dense config: no num_experts, or 0).
+    transformers 5 writes the expert count as `num_local_experts`."""
+    name = "num_experts" if cfg.get("num_experts") is not None else "num_local_experts"
+    experts = _field(cfg, name, int, where, 0)
+    if not experts:
+        return {}
+    only = cfg.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
+        raise ConfigError(f"{where}: field 'mlp_only_layers' must be a list of ints")
+    return dict(num_experts=experts,
+                num_experts_per_tok=_field(cfg, "num_experts_per_tok", int, where),
+                moe_intermediate_size=_field(cfg, "moe_intermediate_size", int, where),
+                norm_topk_prob=_field(cfg, "norm_topk_prob", bool, where, False),
+                decoder_sparse_step=_field(cfg, "decoder_sparse_step", int, where, 1),
+                mlp_only_layers=tuple(only))
+
+
 @dataclass(frozen=True)
 class ModelConfig:
-    """One Qwen3 decoder stack: H hidden, L layers, nh query heads, nkv KV heads of dim D."""
+    """One Qwen3 decoder stack: H hidden, L layers, nh query heads, nkv KV heads of dim D.
+
+    Qwen3-MoE (num_experts E > 0): layer i routes each token to num_experts_per_tok experts
+    of width moe_intermediate_size when `is_sparse(i)`, else runs the dense MLP of width
+    intermediate_size; norm_topk_prob renormalises the k routing weights to sum to 1.
+    """
 
     hidden_size: int
     num_layers: int
@@ -75,6 +99,12 @@ class ModelConfig:
     tie_word_embeddings: bool = False
     sliding_window: int | None = None
     layer_types: tuple[str, ...] = ()
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple[int, ...] = ()
 
     @classmethod
     def from_dict(cls, cfg: dict, where: str = "config.json") -> ModelConfig:
@@ -105,6 +135,7 @@ class ModelConfig:
             tie_word_embeddings=_field(cfg, "tie_word_embeddings", bool, where, False),
             sliding_window=window,
             layer_types=layer_types,
+            **_moe_fields(cfg, where),
         )
         out.validate(where)
         return out
@@ -128,6 +159,20 @@ class ModelConfig:
             if kind == "sliding_attention" and not self.sliding_window:
                 raise ConfigError(f"{where}: field 'sliding_window' is required by "
                                   "'sliding_attention' layers")
+
+        if self.num_experts:
+            for name in ("num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step"):
+                if getattr(self, name) <= 0:
+                    raise ConfigError(f"{where}: field '{name}' must be positive")
+            if self.num_experts_per_tok > self.num_experts:
+                raise ConfigError(f"{where}: field 'num_experts_per_tok'="
+                                  f"{self.num_experts_per_tok} exceeds num_experts="
+                                  f"{self.num_experts}")
+
+    def is_sparse(self, layer: int) -> bool:
+        """Whether `layer` runs routed experts (transformers' Qwen3MoeDecoderLayer rule)."""
+        return (self.num_experts > 0 and layer not in self.mlp_only_layers
+                and (layer + 1) % self.decoder_sparse_step == 0)
 
     def window(self, layer: int) -> int | None:
         """Sliding window (keys counted with the query, as HF) of `layer`, or None."""

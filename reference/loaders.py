@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from common.engine_options import EngineOptions
 from reference.config import ConfigError, DFlashConfig, ModelConfig, check_target_architecture
 from reference.model import LayerWeights, Target, rope_cache
+from reference.moe import random_experts, take_experts
 
 QWEN3_8B = dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
                 num_key_value_heads=8, head_dim=128, intermediate_size=12288, vocab_size=151936,
@@ -31,6 +32,14 @@ LLAMA_3_1_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=
                     num_key_value_heads=8, head_dim=128, intermediate_size=14336,
                     vocab_size=128256, rms_norm_eps=1e-5, rope_theta=5e5,
                     max_position_embeddings=131072, tie_word_embeddings=False)
+# Qwen3-30B-A3B: 48 sparse layers of 128 experts (width 768), 8 routed per token; the dense
+# intermediate_size is the drafter's MLP width.
+QWEN3_30B_A3B = dict(hidden_size=2048, num_hidden_layers=48, num_attention_heads=32,
+                     num_key_value_heads=4, head_dim=128, intermediate_size=6144,
+                     vocab_size=151936, rms_norm_eps=1e-6, rope_theta=1e6,
+                     max_position_embeddings=40960, tie_word_embeddings=False,
+                     num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+                     norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[])
 TOY = dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
            head_dim=64, intermediate_size=768, vocab_size=4096, rms_norm_eps=1e-6,
            rope_theta=1e4, max_position_embeddings=4096, tie_word_embeddings=False)
@@ -38,12 +47,26 @@ PRESETS = {
     "qwen3-8b": QWEN3_8B,
     "qwen3-4b": QWEN3_4B,
     "llama-3.1-8b": LLAMA_3_1_8B,
+    "qwen3-30b-a3b": QWEN3_30B_A3B,
     "toy": TOY,
+    "tiny-moe": dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=16, intermediate_size=96, vocab_size=256,
+                     rms_norm_eps=1e-6, rope_theta=1e4, max_position_embeddings=4096,
+                     tie_word_embeddings=False, num_experts=8, num_experts_per_tok=2,
+                     moe_intermediate_size=32, norm_topk_prob=True, decoder_sparse_step=1,
+                     mlp_only_layers=[1]),
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=16, intermediate_size=128, vocab_size=256,
                  rms_norm_eps=1e-6, rope_theta=1e4, max_position_embeddings=4096,
                  tie_word_embeddings=False),
 }
+def _dense(cfg: dict) -> dict:
+    """`cfg` without its MoE fields (a DFlash drafter's layers are dense)."""
+    moe = ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+           "decoder_sparse_step", "mlp_only_layers")
+    return {k: v for k, v in cfg.items() if k not in moe}
+
+
 DFLASH_PRESETS = {  # drafter config.json of random:<preset> drafters
     "qwen3-8b": {**QWEN3_8B, "num_hidden_layers": 5, "block_size": 16, "num_target_layers": 36,
                  "dflash_config": {"mask_token_id": 151669,
@@ -56,12 +79,20 @@ DFLASH_PRESETS = {  # drafter config.json of random:<preset> drafters
                      "num_target_layers": 32,
                      "dflash_config": {"mask_token_id": 128002,
                                        "target_layer_ids": [1, 8, 15, 22, 29]}},
+    # a dense drafter of the MoE target's hidden size, features build_target_layer_ids(48, 5)
+    "qwen3-30b-a3b": {**_dense(QWEN3_30B_A3B), "num_hidden_layers": 5, "block_size": 16,
+                      "num_target_layers": 48,
+                      "dflash_config": {"mask_token_id": 151669,
+                                        "target_layer_ids": [1, 12, 23, 34, 45]}},
     # the toy recipe's drafter: 2 layers, features build_target_layer_ids(6, 3)
     "toy": {**TOY, "num_hidden_layers": 2, "block_size": 16, "num_target_layers": 6,
             "dflash_config": {"mask_token_id": 4095, "target_layer_ids": [1, 2, 3]}},
     "tiny": {**PRESETS["tiny"], "num_hidden_layers": 1, "block_size": 8,
              "num_target_layers": 2, "dflash_config": {"mask_token_id": 255,
                                                        "target_layer_ids": [0, 1]}},
+    "tiny-moe": {**_dense(PRESETS["tiny-moe"]), "num_hidden_layers": 1, "block_size": 8,
+                 "num_target_layers": 3, "dflash_config": {"mask_token_id": 255,
+                                                           "target_layer_ids": [0, 2]}},
 }
 
 
@@ -133,11 +164,21 @@ def _layers(cfg: ModelConfig, weights: dict, prefix: str, where: str, device, dt
             k_norm=take("self_attn.k_norm.weight", (d,)),
             wo=take("self_attn.o_proj.weight", (hdim, q_rows)),
             post_norm=take("post_attention_layernorm.weight", (hdim,)),
-            w_gate_up=torch.cat([take("mlp.gate_proj.weight", (cfg.intermediate_size, hdim)),
-                                 take("mlp.up_proj.weight", (cfg.intermediate_size, hdim))]),
-            w_down=take("mlp.down_proj.weight", (hdim, cfg.intermediate_size)),
+            **_mlp(cfg, i, weights, p, take, where, device, dtype),
         ))
     return out
+
+
+def _mlp(cfg: ModelConfig, i: int, weights: dict, p: str, take, where: str, device, dtype):
+    """The MLP fields of LayerWeights for layer i: routed experts or the dense SwiGLU."""
+    if cfg.is_sparse(i):
+        router, gate_up, down = take_experts(weights, p + "mlp.", cfg, where, device, dtype)
+        return dict(w_gate_up=gate_up, w_down=down, router=router,
+                    top_k=cfg.num_experts_per_tok, norm_topk=cfg.norm_topk_prob)
+    hdim, inter = cfg.hidden_size, cfg.intermediate_size
+    return dict(w_gate_up=torch.cat([take("mlp.gate_proj.weight", (inter, hdim)),
+                                     take("mlp.up_proj.weight", (inter, hdim))]),
+                w_down=take("mlp.down_proj.weight", (hdim, inter)))
 
 
 def target_from_state_dict(cfg: ModelConfig, weights: dict, *, device=None, dtype=None,
@@ -201,9 +242,10 @@ def _random_layers(cfg: ModelConfig, prefix: str, rand, ones) -> dict[str, torch
             p + "self_attn.o_proj.weight": rand(h, cfg.num_heads * d, std=0.002),
             p + "self_attn.q_norm.weight": ones(d),
             p + "self_attn.k_norm.weight": ones(d),
-            p + "mlp.gate_proj.weight": rand(inter, h),
-            p + "mlp.up_proj.weight": rand(inter, h),
-            p + "mlp.down_proj.weight": rand(h, inter, std=0.002),
+            **(random_experts(cfg, p + "mlp.", rand) if cfg.is_sparse(i) else {
+                p + "mlp.gate_proj.weight": rand(inter, h),
+                p + "mlp.up_proj.weight": rand(inter, h),
+                p + "mlp.down_proj.weight": rand(h, inter, std=0.002)}),
             p + "input_layernorm.weight": ones(h),
             p + "post_attention_layernorm.weight": ones(h),
         })

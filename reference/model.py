@@ -25,7 +25,7 @@ from common.engine_options import EngineOptions
 from kernels.gemv.tuning import GemvTuning
 from kernels.kv_materialize.ref import rope_neox
 from kernels.qk_norm_rope_write.ref import rms_norm_hf
-from reference import ops
+from reference import moe, ops
 from reference.config import ModelConfig
 
 rms_norm = rms_norm_hf  # HF Qwen3 RMSNorm over the last dim: fp32 statistics, cast, scale
@@ -48,7 +48,12 @@ def apply_rope(x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
 
 
 class LayerWeights(NamedTuple):
-    """One Qwen3 decoder layer; wqkv is (nh*D + 2*nkv*D, H), w_gate_up is (2*I, H)."""
+    """One Qwen3 decoder layer; wqkv is (nh*D + 2*nkv*D, H), w_gate_up is (2*I, H).
+
+    A Qwen3-MoE sparse layer (reference/moe.py) has a router (E, H), routes each token to
+    top_k experts (norm_topk: weights renormalised), and stacks its experts: w_gate_up
+    (E, 2F, H), w_down (E, H, F). Dense layers have router None.
+    """
 
     input_norm: torch.Tensor
     wqkv: torch.Tensor
@@ -58,6 +63,13 @@ class LayerWeights(NamedTuple):
     post_norm: torch.Tensor
     w_gate_up: torch.Tensor
     w_down: torch.Tensor
+    router: torch.Tensor | None = None
+    top_k: int = 0
+    norm_topk: bool = False
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The layer's weight tensors (its router too when sparse)."""
+        return tuple(t for t in self if isinstance(t, torch.Tensor))
 
 
 class ForwardBatch(NamedTuple):
@@ -164,6 +176,9 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
     if reduce is not None:
         attn_out = reduce(attn_out)
     x_mid = x + attn_out
+    if w.router is not None:
+        return x, x_mid, moe.sparse_mlp(rms_norm(x_mid, w.post_norm, eps), w.router,
+                                        w.w_gate_up, w.w_down, w.top_k, w.norm_topk)
     gate_up = _linear(rms_norm(x_mid, w.post_norm, eps), w.w_gate_up, gemv and gemv_gate_up,
                       gemv_tuning, pdl)
     gate, up = gate_up.chunk(2, dim=-1)
@@ -192,7 +207,8 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, gemv: bool,
 
 @dataclass
 class Target:
-    """A Qwen3ForCausalLM's weights plus the forward that runs them over a KVPool.
+    """A Qwen3ForCausalLM's (or Qwen3MoeForCausalLM's) weights plus the forward that runs
+    them over a KVPool.
 
     embed: (V, H); head: (V, H) (the same tensor when tied); cos_sin: (P, D) fp32.
     `fast_layer` is the torch.compile'd `residual_layer` after `enable_compile()`; the
@@ -260,7 +276,8 @@ class Target:
 
         names = ("wqkv", "wo", "w_down") + (("w_gate_up",) if o.triton_gemv_gate_up else ())
         rows = sorted({m_bucket(m) for m in range(1, ops.GEMV_MAX_ROWS + 1)})
-        warm_up([getattr(w, n) for w in self.layers for n in names], rows, self.gemv_tuning())
+        weights = [getattr(w, n) for w in self.layers for n in names]
+        warm_up([t for t in weights if t.dim() == 2], rows, self.gemv_tuning())  # not experts
 
     def enable_compile(self) -> None:
         """Fuse each layer's elementwise work with torch.compile (CUDA fast path), dynamic as

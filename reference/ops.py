@@ -12,7 +12,7 @@ import torch
 import kernels
 from kernels import AcceptResult
 
-__all__ = ["AcceptResult", "accept_bonus", "gemv", "kv_materialize", "paged_attention",
+__all__ = ["AcceptResult", "accept_bonus", "fused_moe", "gemv", "kv_materialize", "paged_attention",
            "prepare_block", "qk_norm_rope_write"]
 
 GEMV_MAX_ROWS = 16  # decode rows: above this the Triton GEMV streams W once per 16 rows
@@ -97,3 +97,13 @@ def gemv(x, w, tuning=None, pdl=False):
     if _use_triton(x) and rows <= GEMV_MAX_ROWS and not grad and x.dtype == w.dtype:
         return kernels.gemv(x, w, tuning=tuning, pdl=pdl)
     return x @ w.t()
+
+
+@torch.compiler.disable
+def fused_moe(x, w_gate_up, w_down, topk_weights, topk_ids):
+    """See `kernels.fused_moe_ref`; opaque to torch.compile (two Triton launches on CUDA,
+    grouped by expert without a host sync, so CUDA graphs capture it). The oracle (one
+    expert at a time, as transformers) runs on the CPU and whenever x needs a gradient."""
+    grad = torch.is_grad_enabled() and x.requires_grad
+    op = kernels.fused_moe if _use_triton(x) and not grad else kernels.fused_moe_ref
+    return op(x, w_gate_up, w_down, topk_weights, topk_ids)

@@ -75,7 +75,7 @@ def test_tied_embeddings_and_sharded_index(tmp_path):
     (shard_dir / "config.json").write_text((tmp_path / "tied" / "config.json").read_text())
     sharded = load_target(shard_dir)
     for a, b in zip(tied.layers, sharded.layers):
-        assert all(torch.equal(x, y) for x, y in zip(a, b))
+        assert all(torch.equal(x, y) for x, y in zip(a.tensors(), b.tensors()))
 
 
 @pytest.mark.parametrize("field,value,match", [

@@ -13,8 +13,10 @@ full-batch tok/s (`bench_report.full_batch_tok_s`) is the rate of the leading ro
 which every request is live, what a server that refills its slots would approach without
 prefills; `full_batch_split_ms` splits those rounds by phase.
 Batch-1 AR is compared with the 263 tok/s bound of streaming the weights at the measured
-4.30 TB/s. `--block-size 8,10,16` runs DFlash at each B side by side against the same AR
-runs (the verify block's cost against tau at a batch size; `oracle_tau`);
+4.30 TB/s (an MoE preset, e.g. random:qwen3-30b-a3b: its active weights per token,
+`bound_tok_s`; --hf-new-tokens 0 there, transformers' MoE loop is not timed).
+`--block-size 8,10,16` runs DFlash at each B side by side against the same AR runs (the
+verify block's cost against tau at a batch size; `oracle_tau`);
 `--verify-schedule '[[1,15,15],[16,1024,9]]'` verifies blocks of 10 in rounds of 16 or more
 live requests and B = 16 below; schedules joined by ';' ("none": every round at B) run side
 by side against the same AR runs too.
@@ -54,6 +56,7 @@ from reference.loaders import (
 )
 from reference.methods import BuildContext, MethodSpec, build
 from reference.parallel import shard_target
+from reference.moe import active_weight_bytes
 from workbench.bench.ablate import ablate, print_ablation
 from workbench.bench.report import (
     full_batch_split_ms,
@@ -64,6 +67,16 @@ from workbench.bench.report import (
 from workbench.bench.tp import join
 
 BOUND_TOK_S = 263.0  # 16.4 GB of weights at 4.30 TB/s
+COPY_TBPS = 4.30  # the H200's measured copy bandwidth
+
+
+def bound_tok_s(cfg) -> float:
+    """Batch-1 AR's weight-streaming bound: Qwen3-8B's 263 tok/s (all 16.4 GB, as every
+    dense run has reported it); an MoE preset's active weights per token (reference/moe.py
+    `active_weight_bytes`: 6.08 GB for Qwen3-30B-A3B, 707 tok/s) at COPY_TBPS."""
+    if not cfg.num_experts:
+        return BOUND_TOK_S
+    return COPY_TBPS * 1e12 / active_weight_bytes(cfg)
 
 
 def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int):
@@ -247,7 +260,10 @@ def main(argv=None) -> dict:
     cuda = args.device.startswith("cuda")
     dtype = torch.bfloat16 if cuda else torch.float32
     state = random_state_dict(cfg, device=args.device, dtype=dtype)
-    result = stamp(args=vars(args), engine_options=opts.asdict(), bound_tok_s=BOUND_TOK_S)
+    result = stamp(args=vars(args), engine_options=opts.asdict(),
+                   bound_tok_s=bound_tok_s(cfg))
+    if cfg.num_experts:
+        result["active_weight_bytes"] = active_weight_bytes(cfg)
     if args.ablate:
         return _ablate(args, cfg, prompts[0], dtype, state, result, opts)
     if args.hf_new_tokens:

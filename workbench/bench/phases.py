@@ -56,8 +56,9 @@ def nbytes(*tensors: torch.Tensor) -> int:
 def weight_bytes(target: Target, drafter) -> dict[str, int]:
     """Bytes of weights each phase reads at least once (embedding rows and KV not counted:
     at batch 1 and a context of a few hundred tokens they are under 1% of each phase)."""
-    target_w = nbytes(*(t for layer in target.layers for t in layer), target.norm, target.head)
-    draft_w = nbytes(*(t for layer in drafter.layers for t in layer), drafter.norm,
+    target_w = nbytes(*(t for layer in target.layers for t in layer.tensors()), target.norm,
+                      target.head)
+    draft_w = nbytes(*(t for layer in drafter.layers for t in layer.tensors()), drafter.norm,
                      target.head)
     return {"decode": target_w, "verify": target_w, "draft": draft_w,
             "inject": nbytes(drafter.fc, drafter.hidden_norm, drafter.w_kv)}

@@ -183,7 +183,10 @@ def measure_model(name: str, g: dict, args) -> dict:
                   "num_heads": cfg.num_heads, "num_kv_heads": cfg.num_kv_heads,
                   "head_dim": cfg.head_dim, "intermediate_size": cfg.intermediate_size,
                   "vocab_size": cfg.vocab_size, "tie_embeddings": cfg.tie_word_embeddings,
-                  "dtype_bytes": bench.target.dtype.itemsize, "preset": f"random:{name}"},
+                  "dtype_bytes": bench.target.dtype.itemsize, "preset": f"random:{name}",
+                  **({"num_experts": cfg.num_experts, "experts_per_token":
+                      cfg.num_experts_per_tok, "moe_intermediate_size":
+                      cfg.moe_intermediate_size} if cfg.num_experts else {})},
         "drafter": {"num_layers": dcfg.model.num_layers, "block_size": bench.own_block,
                     "target_layer_ids": list(bench.layer_ids), "block_sizes": blocks},
         "hardware": {"name": args.hardware, "driver": _driver(args.device)},

@@ -1,0 +1,1 @@
+"""`fused_moe`: Triton kernels (kernel.py), PyTorch oracle (ref.py), benchmark (bench.py)."""
