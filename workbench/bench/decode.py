@@ -55,8 +55,8 @@ from reference.loaders import (
     random_target,
 )
 from reference.methods import BuildContext, MethodSpec, build
-from reference.parallel import shard_target
 from reference.moe import active_weight_bytes
+from reference.parallel import shard_target
 from workbench.bench.ablate import ablate, print_ablation
 from workbench.bench.report import (
     full_batch_split_ms,
