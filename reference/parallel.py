@@ -117,7 +117,10 @@ def split_config(cfg: ModelConfig, size: int) -> ModelConfig:
 def shard_layer(w: LayerWeights, cfg: ModelConfig, rank: int, size: int) -> LayerWeights:
     """Rank `rank`'s share of layer w (whole-model cfg): wqkv (nh*D + 2*nkv*D, H) -> its
     q, k and v head rows ((nh + 2*nkv)*D/size, H); w_gate_up (2*I, H) -> its gate and up rows
-    (2*I/size, H); wo (H, nh*D) and w_down (H, I) -> their matching columns. Norms whole."""
+    (2*I/size, H); wo (H, nh*D) and w_down (H, I) -> their matching columns. Norms whole.
+    Raises ValueError on an MoE layer: its experts are not sharded (no expert parallelism)."""
+    if w.router is not None:
+        raise ValueError("--tp: an MoE target's expert layers are not sharded; run it at tp 1")
     d = cfg.head_dim
     q, k, v = w.wqkv.split([cfg.num_heads * d, cfg.num_kv_heads * d, cfg.num_kv_heads * d])
     gate, up = w.w_gate_up.chunk(2)
