@@ -6,8 +6,9 @@ follows a configured survival curve s_j = P(accept_len >= j). With a `shadow` (a
 proposer) the shadow's work runs every round and its drafts are discarded: the cost of that
 method at the oracle's acceptance. Options: `tau` (a geometric curve of mean commit length
 tau) or `survival` [s_1 .. s_{B-1}]; `block_size` B (default: the shadow's, else 16);
-`plan`: draw each request's commit lengths from `common.survival.plan_rounds` (its stream's
-commits at the curve's mean, in a plan seeded by (seed, request id)) instead of independently
+`plan`: draw each request's commit lengths from `common.survival.plan_rounds` (its
+max_new_tokens - 1 commits at the curve's mean, in a plan seeded by (seed, request id); the
+streams B - 1 tokens longer, so the last round drafts all it commits) instead of independently
 per draft, so that the realized tau is the requested one (a request whose rounds leave the
 plan's anchors, e.g. under a shorter verify block, takes the next planned length);
 `verify_schedule`, drafts by batch size (`[lo, hi, K]` rows, `Proposer.verify_schedule`: a
@@ -41,16 +42,19 @@ class OracleProposer(Proposer):
         survival: s_1..s_{B-1}, non-increasing in [0, 1]; None means never corrupt.
         seed: seeds the corruption.
         plan: keep drafts 1..L-1 of the round at each planned anchor and corrupt draft L, L
-            the plan's commit length (`plan_rounds` for the request's len(stream) - 1
+            the plan's commit length (`plan_rounds` for min(plan_tokens, len(stream) - 1)
             commits), so the request's rounds commit the plan's lengths while its rounds
             follow the stream; the other drafts keep their independent draws.
+        plan_tokens: the commits a request's plan covers (max_new_tokens - 1: the prefill
+            samples the first token); None: len(stream) - 1.
         shadow: a real proposer whose work (draft forward, KV injection) runs every round
             and whose drafts are discarded: the cost of the method at oracle acceptance.
     """
 
     def __init__(self, streams: Sequence[Sequence[int]], block_size: int,
                  survival: Sequence[float] | None = None, seed: int = 0,
-                 shadow: Proposer | None = None, plan: bool = False):
+                 shadow: Proposer | None = None, plan: bool = False,
+                 plan_tokens: int | None = None):
         if shadow is not None and shadow.block_size != block_size:
             raise ValueError(f"shadow block_size {shadow.block_size} != {block_size}")
         self.shadow = shadow
@@ -70,7 +74,7 @@ class OracleProposer(Proposer):
             self.keep_prob.append(s / prev if prev > 0 else 0.0)
             prev = s
         self.streams, self.block_size, self.seed = [list(s) for s in streams], block_size, seed
-        self.plan = plan
+        self.plan, self.plan_tokens = plan, plan_tokens
 
     def bind(self, target: Target, pool: KVPool, graphs, *args) -> None:
         super().bind(target, pool, graphs, *args)
@@ -120,6 +124,8 @@ class OracleProposer(Proposer):
         cols = self.block_size - 1
         out = torch.full((width, cols), -1, dtype=torch.int8)
         tokens = len(self.streams[rid]) - 1
+        if self.plan_tokens is not None:
+            tokens = min(tokens, self.plan_tokens)
         if tokens < 1:
             return out
         lengths = torch.tensor(plan_rounds(self.survival, tokens, (self.seed, rid)))
@@ -185,7 +191,8 @@ def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, sh
         if not context.prompts:
             raise ValueError("method 'oracle' needs the prompts (BuildContext) or streams")
         streams = generate(target, [list(p) for p in context.prompts],
-                           max_new_tokens=context.max_new_tokens).tokens
-    proposer = OracleProposer(streams, block, survival, seed=seed, shadow=shadow, plan=plan)
+                           max_new_tokens=context.max_new_tokens + (block - 1) * plan).tokens
+    proposer = OracleProposer(streams, block, survival, seed=seed, shadow=shadow, plan=plan,
+                              plan_tokens=context.max_new_tokens - 1 if plan else None)
     proposer.verify_schedule = parse_verify_schedule(verify_schedule)
     return proposer
