@@ -19,6 +19,7 @@ difference between the tall and tile outputs. Prints a table and writes `--out` 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 
@@ -67,10 +68,9 @@ def tree_rows(batches, budgets, context: int, width: int, device: str) -> list[d
     for bs in batches:
         for nodes in budgets:
             args, mask = _inputs(bs, nodes, context, width, shape, dtype, device)
-            calls = {"chain": lambda: paged_attention(*args, causal=True),
-                     "tiles": lambda: paged_attention(*args, causal=True, tree_mask=mask),
-                     "tall": lambda: paged_attention(*args, causal=True, tree_mask=mask,
-                                                     tall_tree=True)}
+            calls = {name: functools.partial(paged_attention, *args, causal=True, **kw)
+                     for name, kw in (("chain", {}), ("tiles", {"tree_mask": mask}),
+                                      ("tall", {"tree_mask": mask, "tall_tree": True}))}
             us = {name: _time_us(fn, cuda) for name, fn in calls.items()}
             diff = (calls["tall"]().float() - calls["tiles"]().float()).abs().max().item()
             rows.append({"bs": bs, "nodes": nodes, "context": context, "width": width,

@@ -22,13 +22,13 @@ if [ "${DEVICE:-cuda}" = cpu ]; then
 else
   kernel=(); bench=(--batch-sizes 1,16); tree=(--batch-sizes 1,4 --pairs 5)
 fi
-step tree_kernel 60 python -m kernels.paged_attention.tree_bench "${kernel[@]}" \
+step tree_kernel 75 python -m kernels.paged_attention.tree_bench "${kernel[@]}" \
   --batch-sizes 1,4 --out "$out/tree_kernel.json"
-step bench 200 python -m workbench.bench "${bench[@]}" --hf-new-tokens 0 --tau 6.5 \
+step bench 180 python -m workbench.bench "${bench[@]}" --hf-new-tokens 0 --tau 6.5 \
   --out "$out/bench.json"
-step tree_tiles 105 python -m experiments.tree_engine "${tree[@]}" --budgets 64 \
+step tree_tiles 110 python -m experiments.tree_engine "${tree[@]}" --budgets 64 \
   --out "$out/tree_tiles.json"
-step tree_tall 105 python -m experiments.tree_engine "${tree[@]}" --budgets 64 --tall-tree \
+step tree_tall 110 python -m experiments.tree_engine "${tree[@]}" --budgets 64 --tall-tree \
   --out "$out/tree_tall.json"
 python "$here/summarize.py" "$out" > /dev/null
 cp "$out"/*.json "$out"/*.log "$out/summary.md" "$dest"/ 2>/dev/null

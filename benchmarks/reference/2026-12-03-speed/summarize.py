@@ -15,8 +15,8 @@ def _load(out: Path, name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _fmt(x) -> str:
-    return "-" if x is None else f"{x:,.1f}" if isinstance(x, float) else str(x)
+def _fmt(x, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}" if isinstance(x, float) else str(x)
 
 
 def _met(value, goal) -> str:
@@ -74,8 +74,8 @@ def tree_lines(tiles: dict | None, tall: dict | None) -> list[str]:
     off, on = ratios(tiles), ratios(tall)
     for key in sorted(set(off) | set(on)):
         goal = goals.get(key[0])
-        lines.append(f"| {key[0]} | {key[1]} | {_fmt(goal)} | {_fmt(off.get(key))} | "
-                     f"{_fmt(on.get(key))} | "
+        lines.append(f"| {key[0]} | {key[1]} | {_fmt(goal, 2)} | {_fmt(off.get(key), 3)} | "
+                     f"{_fmt(on.get(key), 3)} | "
                      f"{_met(on.get(key), goal) if goal else 'n/a'} |")
     return lines + [""]
 
