@@ -2,7 +2,7 @@
 
 On Qwen3-8B's attention shapes (nh 32, nkv 8, D 128, bf16; `--device cpu`: nh 4, nkv 2,
 D 16, fp32 under the interpreter, a smoke run), for each batch size and tree size N: a
-random tree of N nodes (reference/tree.py `ancestors` of random parents) after `--context`
+random tree of N nodes (each node's parent drawn among the nodes before it) after `--context`
 keys in a table of width `--width`, timed three ways as CUDA-graph replays
 (kernels/timing.py graph_us; the CPU: one timed call):
 
@@ -27,7 +27,6 @@ import torch
 
 from common.stamps import stamp
 from kernels.paged_attention.kernel import paged_attention
-from reference.tree import ancestors
 
 
 def _inputs(bs: int, nodes: int, context: int, width: int, shape: tuple, dtype, device,
@@ -38,15 +37,18 @@ def _inputs(bs: int, nodes: int, context: int, width: int, shape: tuple, dtype, 
     g = torch.Generator().manual_seed(seed)
     slots = bs * width + 1
     table = torch.randperm(slots - 1, generator=g)[: bs * width].add(1).view(bs, width)
-    parents = torch.stack([torch.tensor([-1] + [int(torch.randint(0, i, (1,), generator=g))
-                                                for i in range(1, nodes)])
-                           for _ in range(bs)])
+    mask = torch.zeros(bs, nodes, nodes, dtype=torch.bool)
+    for b in range(bs):
+        for i in range(nodes):  # node i sees its parent's path and itself
+            if i:
+                mask[b, i] = mask[b, int(torch.randint(0, i, (1,), generator=g))]
+            mask[b, i, i] = True
     args = (torch.randn(bs, nodes, nh, d, generator=g), torch.randn(slots, nkv, d, generator=g),
             torch.randn(slots, nkv, d, generator=g))
     args = [a.to(dtype) for a in args] + [table.to(torch.int32), torch.arange(bs),
                                           context + torch.arange(nodes).expand(bs, -1),
                                           torch.full((bs,), context + nodes)]
-    return [a.to(device) for a in args], ancestors(parents).to(device)
+    return [a.to(device) for a in args], mask.to(device)
 
 
 def _time_us(fn, cuda: bool) -> float:

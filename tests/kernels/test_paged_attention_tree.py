@@ -158,3 +158,17 @@ def test_tall_tree_word_reads_bit_63():
     got = paged_attention(*args, causal=True, tree_mask=path, tall_tree=True)
     want = paged_attention_ref(*args, causal=True, tree_mask=path)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_tree_bench_rows_compare_the_three_launches():
+    """kernels/paged_attention/tree_bench.py on tiny shapes: one row per (bs, N), the tall
+    output equal to the tiles' and each ratio the quotient of its two times."""
+    from kernels.paged_attention.tree_bench import main
+
+    r = main(["--device", DEVICE, "--batch-sizes", "1,2", "--budgets", "3,6", "--context", "9",
+              "--width", "20"])
+    assert [(row["bs"], row["nodes"]) for row in r["rows"]] == [(1, 3), (1, 6), (2, 3), (2, 6)]
+    for row in r["rows"]:
+        assert row["max_abs_diff_tall_tiles"] < 1e-5
+        assert row["tall_over_tiles"] == pytest.approx(row["tall_us"] / row["tiles_us"])
+        assert row["tall_over_chain"] == pytest.approx(row["tall_us"] / row["chain_us"])
