@@ -168,14 +168,15 @@ def test_warm_ups_meet_every_graph_of_the_timed_runs(monkeypatch, capsys):
     capsys.readouterr()
     assert r["rows"][0]["request_rounds_mean"] < r["rows"][0]["request_rounds_max"]
     timed = runs[1:]  # the first run sizes the pool (one request)
-    # AR's warm-up, sync and lookahead runs, the oracle's longer streams (untimed), then the
-    # method's warm-up and timed runs of each mode
-    assert [kind for kind, _ in timed] == ["ar"] * 4 + ["method"] * 4
-    shapes = {shapes[0] for key, shapes in timed[5][1] if key == ("verify",)}
+    # AR's warm-up, then its sync and lookahead runs each with its one-token run (the
+    # outside clock's prefill), the oracle's longer streams (untimed), then the method's
+    # warm-up, timed and one-token runs of each mode
+    assert [kind for kind, _ in timed] == ["ar"] * 6 + ["method"] * 6
+    shapes = {shapes[0] for key, shapes in timed[7][1] if key == ("verify",)}
     assert len(shapes) > 1  # the verify's (bucket, block) changed within the run
     for i, (kind, keys) in enumerate(timed):
         earlier = set().union(*(s for k, s in timed[:i] if k == kind))
-        if i not in (0, 3, 4, 6):  # not the warm-ups and the streams' run themselves
+        if i not in (0, 5, 6, 9):  # not the warm-ups and the streams' run themselves
             assert keys <= earlier, f"run {i} ({kind}) met new graphs {keys - earlier}"
 
 
@@ -198,6 +199,7 @@ def test_rows_hit_the_requested_tau_and_carry_the_outside_clock(capsys):
     for clock in row["clock"].values():
         assert clock["engine_over_wall"] >= 1.0
         assert clock["wall_tok_s"] <= clock["engine_tok_s"]
+        assert clock["wall_decode_tok_s"] > 0
 
 
 def test_at_tau_flags_a_realized_tau_off_by_more_than_one_percent():

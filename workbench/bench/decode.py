@@ -102,16 +102,25 @@ def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int
     return new_tokens / (t_full - t_prefill), tokens
 
 
-def timed_generate(target, prompts, **kw):
-    """`generate` timed by its own clock: (output, wall seconds of the
-    whole call, prefill included), time.perf_counter around it after a device synchronize
-    on both sides: the check on the engine's own counters."""
+def timed_generate(target, prompts, max_new_tokens: int, lookahead: bool = False,
+                   make_proposer=None):
+    """`generate` timed by an outside clock (time.perf_counter around the call, the device
+    synchronized on both sides), the check on the engine's own counters: (output, seconds
+    of the whole call, seconds of the same call at max_new_tokens=1, its prefill and first
+    token). make_proposer: a fresh proposer for each call (None: AR)."""
     sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
-    sync()
-    start = time.perf_counter()
-    out = generate(target, prompts, **kw)
-    sync()
-    return out, time.perf_counter() - start
+
+    def timed(n: int):
+        proposer = make_proposer() if make_proposer else None
+        sync()
+        start = time.perf_counter()
+        out = generate(target, prompts, proposer=proposer, max_new_tokens=n,
+                       lookahead=lookahead)
+        sync()
+        return out, time.perf_counter() - start
+
+    out, seconds = timed(max_new_tokens)
+    return out, seconds, timed(1)[1]
 
 
 def oracle_tau(tau: float, block: int, largest: int) -> float:
@@ -137,8 +146,8 @@ def bench_batch(target, drafters: dict, prompts, args) -> list[dict]:
     has a warm-up of its own."""
     new = args.new_tokens
     generate(target, prompts, max_new_tokens=new)
-    ar = timed_generate(target, prompts, max_new_tokens=new)
-    ahead = timed_generate(target, prompts, max_new_tokens=new, lookahead=True)
+    ar = timed_generate(target, prompts, new)
+    ahead = timed_generate(target, prompts, new, lookahead=True)
     return [_method_row(target, drafter, block, schedule, prompts, args, ar, ahead,
                         oracle_tau(args.tau, block, max(drafters)))
             for block, drafter in drafters.items() for schedule in args.verify_schedules]
@@ -156,12 +165,12 @@ def _method_row(target, drafter, block: int, schedule: str | None, prompts, args
                 tau: float) -> dict:
     """The method's sync and lookahead runs at block `block` and verify schedule `schedule`,
     each after a warm-up run of its own mode, against the AR runs `ar` and `ahead` (each
-    (GenerateOutput, wall seconds)): one row of the bench. The row's tau_requested is `tau`,
+    `timed_generate`'s triple): one row of the bench. The row's tau_requested is `tau`,
     tau_realized the runs' own (sync, lookahead); at_tau_tok_s the tok/s at the requested
     tau (report.at_tau), and each run's `clock` the outside clock's tok/s beside the
     engine's (report.clock_check)."""
     new = args.new_tokens
-    (ar, ar_wall), (ahead, ahead_ar_wall) = ar, ahead
+    (ar, *ar_wall), (ahead, *ahead_ar_wall) = ar, ahead
     # the planned oracle's streams run B - 1 tokens past the end: its last round's drafts
     streams = generate(target, prompts, max_new_tokens=new + block - 1).tokens
     context = BuildContext(prompts, new, streams, drafter)
@@ -170,12 +179,12 @@ def _method_row(target, drafter, block: int, schedule: str | None, prompts, args
                              f"seed={len(prompts)},plan=true"
                              + (f",verify_schedule={schedule}" if schedule else ""))
     def warm_then_timed(lookahead: bool):
-        for _ in range(2):  # the first run is the warm-up of this mode
-            out = timed_generate(target, prompts, proposer=build(method, target, context),
-                                 max_new_tokens=new, lookahead=lookahead)
-        return out
+        generate(target, prompts, proposer=build(method, target, context), max_new_tokens=new,
+                 lookahead=lookahead)  # the warm-up of this mode
+        return timed_generate(target, prompts, new, lookahead,
+                              lambda: build(method, target, context))
 
-    (spec, spec_wall), (spec_ahead, ahead_wall) = warm_then_timed(False), warm_then_timed(True)
+    (spec, *spec_wall), (spec_ahead, *ahead_wall) = warm_then_timed(False), warm_then_timed(True)
     s = spec.stats
 
     def per_round(stats: dict, keys: tuple[str, ...], suffix: str = "") -> dict[str, float]:
@@ -221,9 +230,10 @@ def _method_row(target, drafter, block: int, schedule: str | None, prompts, args
         "at_tau": at_tau(s["tokens_per_s"], tau, s["tau"]),
         "at_tau_lookahead": at_tau(spec_ahead.stats["tokens_per_s"], tau,
                                    spec_ahead.stats["tau"]),
-        "clock": {"ar": clock_check(ar, ar_wall), "ar_lookahead": clock_check(ahead, ahead_ar_wall),
-                  "dflash": clock_check(spec, spec_wall),
-                  "dflash_lookahead": clock_check(spec_ahead, ahead_wall)},
+        "clock": {"ar": clock_check(ar, *ar_wall),
+                  "ar_lookahead": clock_check(ahead, *ahead_ar_wall),
+                  "dflash": clock_check(spec, *spec_wall),
+                  "dflash_lookahead": clock_check(spec_ahead, *ahead_wall)},
         "ar_tokens_head": ar.tokens[0][:32],
     }
 

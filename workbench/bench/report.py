@@ -10,14 +10,22 @@ from reference.engine import PHASES
 TAU_TOLERANCE = 0.01  # a row's realized tau within 1% of the requested one
 
 
-def clock_check(out, wall_s: float) -> dict:
-    """The whole call's tok/s by the outside clock (every new token over `wall_s`) beside
-    the engine's (the same tokens over its prefill_s + decode_s), and their ratio."""
+def clock_check(out, seconds: float, first_seconds: float) -> dict:
+    """A run's tok/s by the outside clock beside the engine's counters (`out`: its
+    GenerateOutput; `seconds`, `first_seconds`: the outside clock's whole call and the same
+    call at one new token, decode.timed_generate). Whole call: every new token over
+    `seconds` (wall_tok_s) and over the engine's prefill_s + decode_s (engine_tok_s), and
+    engine_over_wall = seconds / (prefill_s + decode_s); decode: the tokens after each
+    request's first over seconds - first_seconds (wall_decode_tok_s) and the engine's
+    tokens_per_s (engine_decode_tok_s), the same tokens over its decode_s."""
     engine_s = out.stats["prefill_s"] + out.stats["decode_s"]
     tokens = out.stats["new_tokens"]
-    return {"wall_s": wall_s, "wall_tok_s": tokens / max(wall_s, 1e-12),
+    decode = tokens - len(out.tokens)
+    return {"wall_s": seconds, "wall_tok_s": tokens / max(seconds, 1e-12),
             "engine_tok_s": tokens / max(engine_s, 1e-12),
-            "engine_over_wall": wall_s / max(engine_s, 1e-12)}
+            "engine_over_wall": seconds / max(engine_s, 1e-12),
+            "wall_decode_tok_s": decode / max(seconds - first_seconds, 1e-12),
+            "engine_decode_tok_s": out.stats["tokens_per_s"]}
 
 
 def at_tau(tok_s: float, requested: float, realized: float) -> dict:
@@ -100,12 +108,12 @@ def print_result(r: dict) -> None:
               + "/".join(f"{v:.2f}" for v in row["full_batch_split_ms_lookahead"].values())
               + ")" + _schedule(row))
     print("tau requested / realized (sync, lookahead); tok/s at the requested tau (sync, "
-          "lookahead; '-' where the realized tau is off by more than 1%); whole-call tok/s "
-          "by the outside clock / the engine's counters (AR, AR ahead, DFlash, ahead)")
+          "lookahead; '-' where the realized tau is off by more than 1%); decode tok/s by the "
+          "outside clock / the engine's counters (AR, AR ahead, DFlash, ahead)")
     for row in r["rows"]:
         cells = [row["at_tau"]["at_tau_tok_s"], row["at_tau_lookahead"]["at_tau_tok_s"]]
         at = " / ".join("-" if c is None else f"{c:.1f}" for c in cells)
-        clocks = "  ".join(f"{c['wall_tok_s']:.1f}/{c['engine_tok_s']:.1f}"
+        clocks = "  ".join(f"{c['wall_decode_tok_s']:.1f}/{c['engine_decode_tok_s']:.1f}"
                            for c in row["clock"].values())
         print(f"{row['bs']:>4} {row['block']:>3} tau {row['tau_requested']:.3f} / "
               f"{row['tau_realized']:.3f}, {row['tau_realized_lookahead']:.3f}   at tau {at}"
