@@ -1,4 +1,4 @@
-"""DSpark's verify-length scheduler (shared/research/dspark-idlm-nemotron.md 1.4), numpy.
+"""DSpark's verify-length scheduler (docs/methods.md 1.4), numpy.
 
 Given calibrated confidences c[r, k] = P(draft k of request r survives | drafts 1..k-1 did),
 choose l_r in 0..gamma per request to maximise Theta = tau * SPS(B), with B = sum_r (1 + l_r)

@@ -1,4 +1,4 @@
-"""The tolerance table per dtype and the 2x rule (shared/research/style-anchors.md 8.3).
+"""The tolerance table per dtype and the 2x rule (docs/architecture.md, "Numerics and tolerances").
 
 | dtype    | elementwise (rtol, atol) | reductions / matmul / attention | discrete |
 | float64  | 1e-7, 1e-7               | same                            | exact    |

@@ -1,7 +1,7 @@
 """The paper's orderings, checked on the rows of `python -m experiments.acceptance`.
 
 Each check reads the greedy (T = 0) rows of the test split (or of the first split measured)
-and states one claim of shared/research/dflash-paper.md with the numbers behind it:
+and states one claim of docs/dflash.md with the numbers behind it:
 
 - table 9: KV injection beats input fusion ("diffusion only") at equal depth and steps
   (also among ablations/<name>-l<N>-b<B>, drafters of another depth or block size), and

@@ -4,7 +4,7 @@ Self-speculation (I-DLM ISD, Nemotron LinearSpec; simulator/methods/) against a 
 DFlash drafter (B = 16) and no speculation, in the discrete-event simulator (`simulator.run`,
 roofline costs) on Qwen3-8B / one H200, closed loop at concurrency 1..256 (max running =
 concurrency, 4c requests, at least 64), MATH-500 lengths, temperature 0. Acceptance, from the
-papers' reported figures (shared/research/dspark-idlm-nemotron.md 2.7, 3.7, and presets):
+papers' reported figures (docs/methods.md 2.7, 3.7, and presets):
 
 - DFlash: tau 8.01 at B = 16 (paper Table 3, Qwen3-8B MATH-500), per-position preset curve;
 - ISD: per-token p = 0.905, from I-DLM-8B's TPF 2.96 at N = 4 (MATH-500, T = 1) through

@@ -4,7 +4,7 @@ Spec V2's overlap hides the host's per-round work (planning, launches, result pr
 behind the GPU's round, so its gain over the synchronous loop grows with the host time per
 round. The reference engine's host is lean (a few ms per round against rounds of tens of
 ms), so it measured +13.5% at concurrency 32 where SGLang reports +33% on a B200
-(shared/research/sglang-dflash.md section 5). This sweeps the simulator's host time per
+(docs/sglang.md section 5). This sweeps the simulator's host time per
 round (`engine.host_plan_s`, fully exposed in the simulator's sync loop; the rest of the
 setup taken from one measured serve-bench run via experiments/spec_v2.py's `sim_config`)
 and reports the overlap / sync throughput ratio at each. The measured point is placed at

@@ -50,7 +50,7 @@ from reference.model import ForwardBatch
 from reference.op_count import OpCount
 from reference.tree import Tree, build_tree, verify_tree
 from reference.verify import Sampling
-from workbench.calib_gpu import Bench
+from workbench.calibrate.gpu import Bench
 
 RATIOS = Path(__file__).parent / "tree_budget" / "results.json"
 

@@ -1,6 +1,6 @@
 """Triton kernels of the DFlash hot path, each next to its pure-PyTorch oracle.
 
-Ops (signatures in shared/design/ARCHITECTURE.md, "Public contracts"): `prepare_block`,
+Ops (signatures in docs/architecture.md, "Public contracts"): `prepare_block`,
 `accept_bonus`, `kv_materialize`, plus the engine's `paged_attention`, `qk_norm_rope_write`
 and `gemv` (decode rows times a weight), and their oracles `*_ref`. The oracles need only torch.
 Triton is imported on the first call of a kernel, never by `import kernels`, so that a CPU

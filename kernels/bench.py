@@ -22,7 +22,7 @@ import torch
 from common.stamps import stamp
 from kernels import OPS
 
-# An H200's device-to-device copy bandwidth (shared/design/ARCHITECTURE.md, measured ceilings):
+# An H200's device-to-device copy bandwidth (docs/architecture.md, "Measuring"):
 # the table prints this run's copy next to it, so a slow or shared GPU shows at a glance.
 REFERENCE_COPY_TBPS = 4.30
 

@@ -1,7 +1,7 @@
 """Model configurations read from HF-style `config.json` dicts, validated field by field.
 
 `ModelConfig` describes one Qwen3 decoder stack (the target, or the layers of a DFlash
-drafter); `DFlashConfig` adds the drafter's fields (shared/research/sglang-dflash.md 1.7).
+drafter); `DFlashConfig` adds the drafter's fields (docs/sglang.md 1.7).
 Every validation error names the offending field, prefixed by the file it came from.
 """
 

@@ -3,7 +3,7 @@
 A `Fence` is a CUDA event on the GPU; on the CPU, where every op has finished when its call
 returns, it only stamps the host clock, so the same engine code runs on both (the CPU path is
 the synchronous fallback). `Streams` names the three streams of the overlap engine
-(shared/research/sglang-dflash.md 5.1): `forward` (the current stream: all model work),
+(docs/sglang.md 5.1): `forward` (the current stream: all model work),
 `plan` (KV allocation and table writes, fenced by the previous step's verify-done) and `copy`
 (results to pinned host memory). `to_device` stages host values in pinned memory so the copy
 is asynchronous; a plain `torch.tensor(values, device="cuda")` would wait for the stream.

@@ -2,7 +2,7 @@
 
 `Engine.prefill` extends request rows by ragged prompt chunks (a whole prompt, or one chunk
 of a chunked prefill) and samples the token after each chunk. `Engine.round` runs one
-round for a padded batch (shared/design/ARCHITECTURE.md, "Hot path"), the stages of
+round for a padded batch (docs/architecture.md, "Hot path"), the stages of
 reference/proposers.py: propose (prepare_block, then the method's draft: tokens, or a tree
 with its ancestor mask) -> verify (the engine's one target forward, capturing the method's
 layers) -> accept (the method's rule: greedy, sampling, tree path) -> publish -> commit

@@ -2,7 +2,7 @@
 
 `load_target(path)` reads `config.json` plus `model.safetensors` or a sharded
 `model.safetensors.index.json`; `load_dflash(path, target)` reads the z-lab drafter format
-(shared/research/sglang-dflash.md 1.1 and 1.7). `random_state_dict(config)` makes HF-named
+(docs/sglang.md 1.1 and 1.7). `random_state_dict(config)` makes HF-named
 random weights (a `random:<preset>` checkpoint) that both this engine and transformers load.
 """
 

@@ -1,6 +1,6 @@
 """Verification of a block of candidates: greedy, or chain speculative sampling.
 
-Greedy uses `accept_bonus` (shared/research/sglang-dflash.md 4.2). Sampling preserves the
+Greedy uses `accept_bonus` (docs/sglang.md 4.2). Sampling preserves the
 target distribution p exactly (Leviathan et al., Chen et al.): draft d_j is accepted with
 probability min(1, p_{j-1}(d_j) / q_j(d_j)); at the first rejection the bonus is drawn from
 norm(max(0, p - q)) at that position, and when every draft is accepted from p at the last

@@ -3,7 +3,7 @@
 Keyed by (method, model, dataset, temperature) -> (tau, block size it was measured at); the
 method is a class's `preset` key (simulator/methods/), which a method without a published
 value leaves None.
-Sources, all from shared/research/dflash-paper.md section 4:
+Sources, all from docs/dflash.md section 4:
 
 - DFlash, Qwen3-8B/4B, T = 0: paper Table 3 (SGLang, B200) for Math500 and HumanEval
   (Qwen3-8B 8.01 / 6.50, Qwen3-4B 8.01 / 6.63); Table 1 (Transformers, H200) for GSM8K and
@@ -14,10 +14,11 @@ Sources, all from shared/research/dflash-paper.md section 4:
   Qwen3 and Table 5's EAGLE-3 (10) for LLaMA (its MT-Bench and Math500 from Alpaca and GSM8K
   [INF]). EAGLE-3 there drafts a small tree, so a chain of the same depth is optimistic.
 - toy (the ~8M-parameter Qwen3-shaped target): no published values. 4.0 for DFlash and 2.5
-  for the chain are guesses [INF] in the 3-5 range the research note expects at tiny scale.
+  for the chain are guesses [INF] in the 3-5 range docs/dflash.md section 6.5 expects at tiny
+  scale.
 
 - DSpark (gamma = 7 drafts, B = 8), T = 1: the DSpark paper's Table 1 (chain drafting,
-  scheduler off; shared/research/dspark-idlm-nemotron.md 1.7), MATH standing for Math500.
+  scheduler off; docs/methods.md 1.7), MATH standing for Math500.
   No T = 0 values were published: T = 1's stand in [INF].
 
 Models without an entry fall back to Qwen3-8B's values; temperatures without one to T = 0's,

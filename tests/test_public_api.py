@@ -1,4 +1,4 @@
-"""The public API of shared/design/ARCHITECTURE.md imports as written, and works end to end."""
+"""The public API of docs/architecture.md imports as written, and works end to end."""
 
 from __future__ import annotations
 

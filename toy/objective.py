@@ -1,6 +1,6 @@
 """The DFlash training objective: captured layers, anchors, blocks, labels, decayed loss.
 
-Pure tensor functions (shared/research/dflash-paper.md sections 1.2, 2.2, 2.3 and the three
+Pure tensor functions (docs/dflash.md sections 1.2, 2.2, 2.3 and the three
 traps of 2.6), used by toy/train_dflash.py and pinned by tests/toy/test_objective.py:
 
 - a block is `[x_p, MASK * (B-1)]` at positions p..p+B-1 for an anchor p inside the loss

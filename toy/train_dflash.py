@@ -1,4 +1,4 @@
-"""Train a DFlash drafter on the target's own continuations (shared/research/dflash-paper.md 2).
+"""Train a DFlash drafter on the target's own continuations (docs/dflash.md 2).
 
     python -m toy.train_dflash --target artifacts/toy/target \
         --data artifacts/toy/data/train.safetensors --out artifacts/toy/dflash-b16 --block 16

@@ -1,4 +1,4 @@
-"""Train a DSpark drafter on the toy target (shared/research/dspark-idlm-nemotron.md 1.3).
+"""Train a DSpark drafter on the toy target (docs/methods.md 1.3).
 
     python -m toy.train_dspark --target artifacts/toy/target \
         --data artifacts/toy/data/train.safetensors --out artifacts/toy/dspark-g15 --gamma 15

@@ -13,13 +13,13 @@ from pathlib import Path
 
 COMMANDS = {
     "simulate": ("workbench.simulate", "simulate a serving engine (Hydra app; the main job)"),
-    "decode": ("workbench.decode", "decode text or token-id prompts with the reference engine"),
+    "decode": ("workbench.decode.cli", "decode text or token-id prompts with the reference engine"),
     "kernels-check": ("kernels.check", "check every Triton kernel against its oracle"),
-    "serve-bench": ("workbench.serve_bench", "serving loop: sync vs overlap, concurrency sweep"),
-    "calibrate": ("workbench.calibrate", "time the engine's pieces on the GPU -> cost tables"),
-    "validate": ("workbench.validate", "engine runs (GPU) vs simulator predictions (report)"),
+    "serve-bench": ("workbench.serve.bench", "serving loop: sync vs overlap, concurrency sweep"),
+    "calibrate": ("workbench.calibrate.cli", "time the engine's pieces on the GPU -> cost tables"),
+    "validate": ("workbench.validate.cli", "engine runs (GPU) vs simulator predictions (report)"),
     "report": ("workbench.report", "a multirun folder -> one CSV, table, plot (search: best)"),
-    "reproduce": ("workbench.reproduce", "paper tables and figures vs the workbench (report)"),
+    "reproduce": ("workbench.reproduce.cli", "paper tables and figures vs the workbench (report)"),
 }
 
 

@@ -14,7 +14,7 @@ label; the files go to the multirun folder (or --out):
 
 An Optuna search (optimization_results.yaml beside the jobs) also gets its best
 configurations and their margin over the defaults: a table, search.json and search.png
-(each trial's objective in trial order; workbench/search_report.py).
+(each trial's objective in trial order; workbench/search/report.py).
 
 Examples:
     python -m workbench report multirun/simulate/<date>/<time>
@@ -35,7 +35,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from workbench.search import slo_goodput
+from workbench.search.space import slo_goodput
 
 
 @dataclass
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = [write_csv(rows, out / "report.csv"), plot(rows, varying, x, out / "report.png")]
     if (args.folder / "optimization_results.yaml").is_file():
         from workbench.results import write_json
-        from workbench.search_report import plot_search, search_report
+        from workbench.search.report import plot_search, search_report
 
         doc, best = search_report(args.folder, jobs, args.top)
         console.print(best)

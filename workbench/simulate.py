@@ -21,7 +21,7 @@ Examples:
 
 A multirun runs one job per combination (in parallel with the joblib launcher; on a cluster
 with hydra-submitit-launcher or hydra-ray-launcher, see conf/README.md). The job returns its
-objective for Hydra's sweepers, the SLO goodput of its method (workbench/search.py;
+objective for Hydra's sweepers, the SLO goodput of its method (workbench/search/space.py;
 conf/experiment/config_search.yaml searches configurations with the Optuna sweeper).
 """
 
@@ -50,7 +50,7 @@ from simulator.methods import METHODS
 from simulator.params import ConfigError, SimConfig, SpecParams
 from workbench.config import SimulateConfig, error_line, load, register_configs
 from workbench.results import setup_title, write_json, write_requests_csv
-from workbench.search import job_objective
+from workbench.search.space import job_objective
 
 Runs = list[tuple[str, float | None, simulator.SimResult]]
 

@@ -8,7 +8,7 @@ d_{j+1} = candidates[b, j+1] and the target argmax t_j = target_top1[b, j]:
     out[b, j]  = bonus if j == accept else (d_{j+1} if j < B-1 else 0)
 
 The first mismatch is a min-reduction over lanes, so no lane loop is needed.
-Reference: shared/research/sglang-dflash.md section 4.2.
+Reference: docs/sglang.md section 4.2.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PyTorch oracle of `accept_bonus`: the greedy DFlash acceptance rule.
 
-shared/research/sglang-dflash.md section 4.2. With candidates = [anchor, d_1 .. d_{B-1}] and
+docs/sglang.md section 4.2. With candidates = [anchor, d_1 .. d_{B-1}] and
 the target's argmax t_j at block position j, accept_len is the number of leading j with
 d_{j+1} == t_j; the bonus is t_{accept_len}; commit_len = accept_len + 1.
 """

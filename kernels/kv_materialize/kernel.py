@@ -1,6 +1,6 @@
 """Triton `kv_materialize`: DFlash KV injection into every draft layer's pool.
 
-Two steps (shared/research/sglang-dflash.md sections 2.1 and 4.3):
+Two steps (docs/sglang.md sections 2.1 and 4.3):
 
 1. one GEMM for all layers: kv = ctx_hidden @ w_kv.view(L*O, H)^T, (T, L*O) fp32 with
    O = 2*nkv*D, read as kv_all (L, T, O) through strides (no copy);

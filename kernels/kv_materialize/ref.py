@@ -1,6 +1,6 @@
 """PyTorch oracle of `kv_materialize`: DFlash KV injection into the draft pool.
 
-For every draft layer l and context token t (shared/research/sglang-dflash.md section 2.1):
+For every draft layer l and context token t (docs/sglang.md section 2.1):
 
     K = rope(rmsnorm_per_head(ctx_hidden @ W_k[l]^T) * k_norm_weight[l], positions[t])
     V = ctx_hidden @ W_v[l]^T

@@ -9,7 +9,7 @@ One program per request (grid (bs,)), BLOCK = next_pow2(B) lanes. For lane j < B
 
 "In the table" means 0 <= prefix + j < W and 0 <= req < R. The oracle requires the
 request index to be in range; the kernel masks it too so that a bad value can never read out
-of bounds. Reference: shared/research/sglang-dflash.md section 4.1.
+of bounds. Reference: docs/sglang.md section 4.1.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PyTorch oracle of `prepare_block` (shared/research/sglang-dflash.md section 4.1)."""
+"""PyTorch oracle of `prepare_block` (docs/sglang.md section 4.1)."""
 
 from __future__ import annotations
 

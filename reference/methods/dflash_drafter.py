@@ -1,4 +1,4 @@
-"""The DFlash drafter and its proposer (shared/research/sglang-dflash.md sections 1-3).
+"""The DFlash drafter and its proposer (docs/sglang.md sections 1-3).
 
 The drafter is a stack of Qwen3 layers without embedding or head (it borrows the
 target's). Its context is injected, never run: for every committed token, each layer's K/V

@@ -1,6 +1,6 @@
 """The DSpark proposer: DFlash backbone + sequential Markov head + confidence head.
 
-shared/research/dspark-idlm-nemotron.md 1.2. The backbone is the DFlash drafter (same layers,
+docs/methods.md 1.2. The backbone is the DFlash drafter (same layers,
 fc/hidden_norm KV injection of committed context, reference/methods/dflash_drafter.py), but
 the anchor slot is itself prediction position 1: gamma inputs `[x0, MASK * (gamma-1)]` at positions
 p..p+gamma-1 give gamma hidden states h_k, k = 1..gamma, and base logits U_k = head(h_k) that

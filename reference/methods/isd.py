@@ -1,6 +1,6 @@
 """I-DLM introspective strided decoding (ISD): one causal forward verifies and drafts.
 
-shared/research/dspark-idlm-nemotron.md section 2.2. With stride N every forward carries
+docs/methods.md section 2.2. With stride N every forward carries
 2N-1 query tokens per request, under strict causal attention and shifted logits (the logit at
 position x scores the token at x+1):
 

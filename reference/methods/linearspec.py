@@ -1,6 +1,6 @@
 """Nemotron-style LinearSpec: a bidirectional draft pass and a causal verify pass per block.
 
-shared/research/dspark-idlm-nemotron.md section 3.2. Per request with committed KV length L
+docs/methods.md section 3.2. Per request with committed KV length L
 and seed (pending) token x, with the block size B picked by the running batch size from a
 tier table (section 3.4, SGLang's `block_size_tiers`: the first tier whose max_running_bs
 covers the batch):

@@ -7,7 +7,7 @@ Every iteration plans one step on the host, launches it on the device, and reads
 
 so in overlap mode the host plans and launches step k while step k-1 is still running, and
 the device goes from one step to the next without waiting for the host. What makes that
-safe (shared/research/sglang-dflash.md 5), per step on the device:
+safe (docs/sglang.md 5), per step on the device:
 
 - plan stream: release finished rows, admit and reserve KV slots (table writes), upload the
   batch's rows; record plan-done. Releasing zeroes table rows the step in flight still reads

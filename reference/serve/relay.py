@@ -1,6 +1,6 @@
 """Device-to-device and device-to-host relays of the overlap engine.
 
-`FutureMap` (shared/research/sglang-dflash.md 5.1) keeps, per request row, the newest
+`FutureMap` (docs/sglang.md 5.1) keeps, per request row, the newest
 committed length and anchor token on the device. Every step publishes into it on the forward
 stream right after accept (before KV injection), and the next round gathers its
 `prefix_lens` and `verified_id` from it on the same stream, so round k+1 can be launched

@@ -11,7 +11,7 @@ round of every prefilled request.
 
 The host's committed length `host_len` lags the device's by the results it has not read: one
 round in overlap mode, none in sync mode. Planning round k therefore uses the bounds of
-shared/research/sglang-dflash.md 5.2: the true prefix is at most `host_len + B` (planning
+docs/sglang.md 5.2: the true prefix is at most `host_len + B` (planning
 bound), and the row is reserved to `max(reserved, host_len + 2B)`, which covers the true
 prefix plus this round's block. Results are applied in launch order; rows of a request the
 host already saw finish (its extra round in overlap mode) are discarded, as in SGLang.

@@ -14,7 +14,7 @@ A method class declares its own facts and the rest of the simulator asks it, nev
 - `takes_verify_schedule`: whether `spec.verify_schedule` (drafts by batch size) applies;
 - `label(spec)`: its run's name in tables and plots (its colour is in the common table of
   method names, common/methods.py); `search_space()`: the dimensions a configuration
-  search adds for it (workbench/search.py);
+  search adds for it (workbench/search/space.py);
 - `from_config(cfg)`: the instance that prices and commits its rounds.
 
 An instance answers, for a decode batch, the verify length of each request (`verify_lens`:

@@ -1,6 +1,6 @@
 """`DSpark`: DFlash's backbone + a Markov head, with per-request verify lengths.
 
-A round (shared/research/dspark-idlm-nemotron.md 1.6) is one backbone forward of gamma
+A round (docs/methods.md 1.6) is one backbone forward of gamma
 tokens per request (non-causal), the LM head over its gamma rows, gamma sequential Markov
 steps (gather + [R, r] x [r, V] + softmax/sample), the target verify of the ragged total
 sum(1 + l_r) padded up to a CUDA-graph token bucket, the LM head over the verified rows and

@@ -2,7 +2,7 @@
 
 No drafter weights and no draft KV pool: the target drafts at MASK positions with its own
 layers, so the whole round is priced with the target's forward
-(shared/research/dspark-idlm-nemotron.md 2.6, 3.6, 5). With stride N = spec.block_size, a
+(docs/methods.md 2.6, 3.6, 5). With stride N = spec.block_size, a
 round is one causal target forward of 2N-1 query tokens per request (verify_lens), LM head
 on all of them. A request is in state V (verify N-1 drafts: commit_len = 1 + accepted, 1..N,
 drawn from the acceptance model at block N) or C (cold, after a rejection: commit_len 1).

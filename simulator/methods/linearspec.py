@@ -1,6 +1,6 @@
 """`LinearSpec`: Nemotron linear self-speculation with a tiered block size.
 
-No drafter weights and no draft KV pool (shared/research/dspark-idlm-nemotron.md 3.6): a
+No drafter weights and no draft KV pool (docs/methods.md 3.6): a
 round is two sequential target forwards of B tokens per request (a bidirectional draft pass
 priced as a causal one: they differ only by the B^2/2 in-block attention pairs), LM heads on
 B-1 and B rows; B comes from LinearSpec's batch-size tier table (`common.methods.TIERS`) capped

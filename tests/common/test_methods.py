@@ -67,7 +67,7 @@ def _method_branches(path: Path) -> list[str]:
 
 
 # committed result rows of one method's runs that a reproduced claim reads (data, not logic)
-DATA_QUERIES = {"workbench/reproduce_data.py"}
+DATA_QUERIES = {"workbench/reproduce/data.py"}
 
 
 def test_no_driver_branches_on_a_method_name():

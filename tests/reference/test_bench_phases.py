@@ -91,12 +91,20 @@ def test_replays_write_only_the_slots_of_their_recorded_calls(tiny):
             recorder.replay(kind)
     finally:
         recorder.close()
-    # draft, verify, inject: the recorded cache_loc (input 2); the decode step (inputs
-    # verified_id, prefix_lens, req_rows, valid): the slot its row's table maps now
-    written = torch.cat([pool.req_to_token[inputs[2], inputs[1]].long() if kind == "decode"
-                         else inputs[2].reshape(-1)
-                         for kind, (_, _, _, inputs, _) in recorder.calls.items()])
-    assert pool.req_to_token[recorder.calls["decode"][3][2]].eq(0).all()  # released
+    # the graphed decode step (key ("decode", "step"), inputs verified_id, prefix_lens,
+    # req_rows, valid) writes the slot its row's table maps now; every other call (draft,
+    # verify, inject, and the plain decode's verify forward where the step is not one graph)
+    # writes its recorded cache_loc (input 2), and a verify forward's rows are input 3
+    def slots(key, inputs):
+        if key == ("decode", "step"):
+            return pool.req_to_token[inputs[2], inputs[1]].long()
+        return inputs[2].reshape(-1)
+
+    written = torch.cat([slots(key, inputs)
+                         for _, key, _, inputs, _ in recorder.calls.values()])
+    decode_key, decode_inputs = recorder.calls["decode"][1], recorder.calls["decode"][3]
+    rows = decode_inputs[2] if decode_key == ("decode", "step") else decode_inputs[3]
+    assert pool.req_to_token[rows].eq(0).all()  # released
     others = torch.ones(pool.k.shape[1], dtype=torch.bool)  # (layers, slots, nkv, D)
     others[written] = False
     after = (pool.k, pool.v, pool.draft_k, pool.draft_v)

@@ -267,7 +267,7 @@ def test_reference_bench_stamps_its_options(capsys):
 
 
 def test_decode_prints_its_options(capsys):
-    from workbench.decode import main
+    from workbench.decode.cli import main
 
     main(["random:tiny", "--device", "cpu", "--max-new-tokens", "4", "--prompt-len", "6",
           "--no-triton-gemv"])

@@ -1,7 +1,7 @@
 """Every method through the registry reproduces, token for token and round for round, the
 outputs the engine gave before the methods seam existed.
 
-`data/method_pins.json` was written by the pre-registry engine (git commit cdfd308, CPU,
+`tests/data/method_pins.json` was written by the pre-registry engine (git commit cdfd308, CPU,
 fp32) on the committed zoo pair: four prompts, 48 new tokens, the end-of-text stop token;
 greedy for every method and T = 1 (seed 7) for DFlash B = 16. The ablation drafters are
 the zoo's B = 16 drafter relabelled (fusion, DFlash-AR: same weights) or drafters with
@@ -28,7 +28,7 @@ from reference.methods.variants import drafter_spec
 from toy.draft_model import TrainableDrafter, drafter_config_dict
 
 ZOO = Path(__file__).parents[2] / "experiments" / "zoo"
-PINS = json.loads((Path(__file__).parent / "data" / "method_pins.json").read_text())
+PINS = json.loads((Path(__file__).parents[1] / "data" / "method_pins.json").read_text())
 MASK = 1  # the zoo tokenizer's <|mask|>
 
 

@@ -108,7 +108,7 @@ def test_isd_tokens_per_forward_matches_closed_form(target, n, p):
 
 
 def test_closed_form_values():
-    # shared/research/dspark-idlm-nemotron.md 2.2's derived table
+    # docs/methods.md 2.2's derived table
     for n, p, want in [(2, 0.8, 1.67), (4, 0.9, 2.92), (8, 0.95, 5.40), (16, 0.98, 11.16)]:
         assert tpf(p, n) == pytest.approx(want, abs=0.006)
     assert tpf(1.0, 8) == 8.0 and tpf(0.0, 8) == 1.0

@@ -1,6 +1,6 @@
 """Self-speculative sampling keeps the target distribution; I-DLM's argmax/softmax mix does not.
 
-Settles shared/research/dspark-idlm-nemotron.md 2.8 question 1. Speculative sampling is
+Settles docs/methods.md 2.8 question 1. Speculative sampling is
 exact when the ratio p(d)/q(d) uses the distribution q the draft d was actually drawn from.
 ISD's `draft="sample"` (d ~ q, ratio with q) and `draft="argmax"` (d = argmax q, ratio with
 the one-hot q: accept with p(d), residual p without d) are both exactly lossless; proposing

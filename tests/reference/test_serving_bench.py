@@ -44,7 +44,7 @@ def test_serve_bench_cpu_smoke(tmp_path, capsys, tiny_dir, drafter_dir):
 
 
 def test_serve_bench_open_loop(capsys):
-    from workbench.serve_bench import run
+    from workbench.serve.bench import run
 
     doc = run(["--target", "random:tiny", "--device", "cpu", "--concurrency", "2",
                "--prompt-len", "8", "--max-new-tokens", "12", "--block-size", "4", "--tau", "2.5",

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from simulator.calibration import Table, build_tables, monotone_envelope
 from tests.simulator.synthetic_calibration import target_s, write_table
-from workbench.calib_fit import fit
+from workbench.calibrate.fit import fit
 
 N, Q, KV = [1.0, 4.0, 16.0], [1.0, 4.0, 16.0], [128.0, 2048.0]
 GRID = target_s(*np.meshgrid(N, Q, KV, indexing="ij"))

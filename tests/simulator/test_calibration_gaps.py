@@ -11,7 +11,7 @@ from simulator.calibrated import CalibratedCostModel
 from simulator.calibration import build_tables, load_calibration
 from simulator.params import ModelParams, SimConfig
 from tests.simulator.synthetic_calibration import HOST, TOY, write_table
-from workbench.calibrate import borrow, fit
+from workbench.calibrate.cli import borrow, fit
 
 
 def _cfg(path, method="dflash"):

@@ -1,6 +1,6 @@
 """The DFlash training objective: golden layer ids, anchors, and the three known traps.
 
-Traps (shared/research/dflash-paper.md 2.6): block output k is scored against x_{p+k} (the
+Traps (docs/dflash.md 2.6): block output k is scored against x_{p+k} (the
 same position); a block sees the context strictly before its anchor; the anchor position
 (k = 0) carries no loss and the first drafted token weighs 1.
 """

@@ -10,7 +10,8 @@ import simulator
 from simulator.calibration import load_calibration, monotone_envelope, round_gpu_s
 from simulator.params import ModelParams
 from tests.simulator.synthetic_calibration import BUCKETS, HOST, TOY, write_table
-from workbench import calibrate, validation_report
+from workbench.calibrate import cli as calibrate
+from workbench.validate import report as validation_report
 
 TINY = dict(name="tiny", hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
             head_dim=16, intermediate_size=128, vocab_size=256, tie_embeddings=False,
@@ -126,7 +127,7 @@ def test_validation_report_from_synthetic_measurements(tmp_path):
 def test_every_grid_shape_is_warmed_largest_block_first_before_timing():
     import contextlib
 
-    from workbench.calib_gpu import Bench
+    from workbench.calibrate.gpu import Bench
 
     class Stub:
         in_time = True

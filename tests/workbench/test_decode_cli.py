@@ -26,7 +26,7 @@ from reference.config import ModelConfig
 from reference.generate import generate
 from reference.loaders import load_target, random_state_dict
 from tests.reference.conftest import drafter_config, write_drafter
-from workbench.decode import main
+from workbench.decode.cli import main
 
 ROOT = Path(__file__).parents[2]
 WORDS = [

@@ -1,5 +1,5 @@
 """Prompt files, token-id lists and stop strings of `python -m workbench decode`
-(workbench/prompts.py), on hand-written cases and the zoo's byte-level BPE tokenizer."""
+(workbench/decode/prompts.py), on hand-written cases and the zoo's byte-level BPE tokenizer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.prompts import (
+from workbench.decode.prompts import (
     Prompt,
     UsageError,
     cut_at_stop,

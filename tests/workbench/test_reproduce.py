@@ -11,7 +11,10 @@ import json
 
 import pytest
 
-from workbench import reproduce, reproduce_data, reproduce_entry, reproduce_sim
+from workbench.reproduce import cli as reproduce
+from workbench.reproduce import data as reproduce_data
+from workbench.reproduce import entry as reproduce_entry
+from workbench.reproduce import sim as reproduce_sim
 
 REPORT = reproduce_entry.ROOT / "experiments" / "reproduce"
 

@@ -14,7 +14,7 @@ import yaml
 
 from simulator.methods.base import BLOCK_SIZES
 from simulator.methods.dspark import VERIFY_POLICIES
-from workbench.search import conditional_keys, conditional_space, slo_goodput
+from workbench.search.space import conditional_keys, conditional_space, slo_goodput
 
 REPO = Path(__file__).resolve().parents[2]
 FIXED = ("experiment=config_search", "workload.num_requests=48", "sweep.concurrency=[16]")

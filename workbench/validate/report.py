@@ -23,7 +23,7 @@ import numpy as np
 from common.methods import BASELINE
 from simulator.calibration import REPO_CONF, heldout_report, load_calibration
 from simulator.metrics import weighted_stats
-from workbench import validation_diag as diag
+from workbench.validate import diag
 
 METRICS = ("throughput", "tpot_mean", "tpot_p99", "ttft", "decode_tput")
 LABELS = {"throughput": "throughput tok/s", "tpot_mean": "mean TPOT ms",

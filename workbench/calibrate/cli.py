@@ -1,10 +1,10 @@
 """`python -m workbench calibrate model=<name>[,<name>...] hardware=h200 [--out DIR]`.
 
-Times the reference engine's pieces on random weights of each model (workbench/calib_gpu.py)
+Times the reference engine's pieces on random weights of each model (workbench/calibrate/gpu.py)
 over a grid (requests x tokens per request x context, memory-aware: points whose KV does not
 fit are left to the gap regression), plus held-out points off the grid, then builds the
 interpolating tables (simulator/calibration.py), fits the host time per round, scores every
-predictor on its held-out points (workbench/calib_fit.py), and writes `<out>/<model>.json`
+predictor on its held-out points (workbench/calibrate/fit.py), and writes `<out>/<model>.json`
 (default out: conf/calibration/<hardware>/) with the metadata the simulator checks. Each
 model stops measuring at `--budget-s` (the rest is filled by regression and counted in
 `skipped`; the untimed warm-up of every shape counts against it).
@@ -30,7 +30,7 @@ from common.buckets import BATCH_BUCKETS
 from common.engine_options import add_arguments, from_args
 from common.stamps import stamp
 from simulator.calibration import FORMAT, REPO_CONF
-from workbench.calib_fit import borrow, fit, print_report
+from workbench.calibrate.fit import borrow, fit, print_report
 
 ALL = ("toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
 FULL = dict(
@@ -93,7 +93,7 @@ def _contexts(g: dict, max_pos: int) -> tuple[list[int], list[int]]:
 def _bench(name: str, g: dict, args):
     """(Bench, max position) of one model: its weights, drafters and KV pool."""
     from reference.loaders import preset_config
-    from workbench.calib_gpu import Bench
+    from workbench.calibrate.gpu import Bench
 
     max_pos = preset_config(name).max_position
     kv, dkv = _contexts(g, max_pos)

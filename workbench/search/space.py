@@ -15,7 +15,7 @@ every trial is one `simulate` job, and the job's return value is its objective.
   (`SpecMethod.search_space`: the block size B for every method but `none`, whose B is 1,
   and DSpark's `spec.options.verify_policy`).
 
-workbench/search_report.py reads a finished search: its best configurations and their margin
+workbench/search/report.py reads a finished search: its best configurations and their margin
 over the defaults.
 """
 

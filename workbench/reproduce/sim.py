@@ -4,8 +4,8 @@ Each runs the composed `python -m workbench simulate` config with the entry's ov
 same Hydra groups as the command line) and compares speedups over no speculation, or
 overlap over sync, with the paper's. The acceptance is the published tau (simulator/
 presets.py, or `spec.tau`), so these rows test the cost side: how the gain moves with
-concurrency, not tau itself. Paper values: shared research notes on the DFlash paper
-(Tables 3, 5, 11, 12), SGLang PR #23000 (Spec V2) and the I-DLM README (ISD).
+concurrency, not tau itself. Paper values: docs/dflash.md section 4 (the DFlash
+paper's Tables 3, 5, 11, 12), SGLang PR #23000 (Spec V2) and the I-DLM README (ISD).
 
 Tables 3, 5 and 12 read the published-setup predictions from `PUBLISHED` instead when that
 file holds rows for the table (`published_speedups`).
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from common.methods import BASELINE
-from workbench.reproduce_entry import ROOT, Entry, Outcome
+from workbench.reproduce.entry import ROOT, Entry, Outcome
 
 PUBLISHED = "experiments/published/predictions.json"
 SIM = "python -m workbench simulate"

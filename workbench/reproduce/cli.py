@@ -4,9 +4,9 @@ Every entry of `entries()` is one published claim (DFlash paper Tables 3, 5, 8, 
 Figures 3 and 5, SGLang's Spec V2 gain, DSpark, self-speculation): its paper value, a
 `measure` that computes the workbench's value, and the rule that decides whether the claim
 holds. A measure either runs the serving simulator on the CPU (seconds;
-workbench/reproduce_sim.py) or reads committed data: GPU measurements under benchmarks/
+workbench/reproduce/sim.py) or reads committed data: GPU measurements under benchmarks/
 (marked "committed GPU data") or CPU outputs under experiments/
-(workbench/reproduce_data.py). The report, `report.md` and `report.json` in --out, has one
+(workbench/reproduce/data.py). The report, `report.md` and `report.json` in --out, has one
 row per entry: paper value | workbench value | holds? | data | command; its header gives the
 wall time and the CPU count it ran on.
 
@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 
 from common.stamps import stamp
-from workbench.reproduce_data import toy_headline
-from workbench.reproduce_entry import ROOT, Entry
+from workbench.reproduce.data import toy_headline
+from workbench.reproduce.entry import ROOT, Entry
 
 
 def entries() -> list[Entry]:
     """Every entry in the report's order (the paper's tables, then the other papers)."""
-    from workbench.reproduce_data import DATA_ENTRIES
-    from workbench.reproduce_sim import SIM_ENTRIES
+    from workbench.reproduce.data import DATA_ENTRIES
+    from workbench.reproduce.sim import SIM_ENTRIES
 
     order = [
         "table3",

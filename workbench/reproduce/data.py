@@ -5,8 +5,8 @@ the serving loop's Spec V2 gain, DSpark and the self-speculative fine-tune come 
 runs committed under benchmarks/ (each folder's README gives the command, GPU and
 versions); the DSpark verify-budget what-if from the simulator outputs committed under
 experiments/dspark_whatif/. Every value is recomputed here from the committed CSV or JSON,
-and each rule states the paper's ordering it checks. Paper values: the shared research notes
-on the DFlash paper (Tables 6-10, 13, Figures 3, 5), SGLang PR #23000, the DSpark paper
+and each rule states the paper's ordering it checks. Paper values: docs/dflash.md
+section 4 (the DFlash paper's Tables 6-10, 13, Figures 3, 5), SGLang PR #23000, the DSpark paper
 (Table 1, production) and the I-DLM README.
 """
 
@@ -16,7 +16,7 @@ import csv
 import json
 from collections import defaultdict
 
-from workbench.reproduce_entry import ROOT, Entry, Outcome
+from workbench.reproduce.entry import ROOT, Entry, Outcome
 
 GPU = "committed GPU data (H200):"
 BLOCK_BASE = "benchmarks/toy/2026-12-02-base-pair-committed/base-eval/acc_base_block_size"

@@ -14,7 +14,7 @@ from collections import Counter
 
 from reference.generate import generate
 from reference.methods import BuildContext, MethodSpec, build
-from workbench.prompts import Prompt, UsageError, cut_at_stop
+from workbench.decode.prompts import Prompt, UsageError, cut_at_stop
 
 PHASES = ("draft", "verify", "accept", "inject", "host")
 

@@ -32,7 +32,7 @@ import argparse
 from pathlib import Path
 
 from common.engine_options import add_arguments, from_args
-from workbench.prompts import (
+from workbench.decode.prompts import (
     Prompt,
     UsageError,
     encode,
@@ -207,7 +207,7 @@ def _run(args) -> int:
 
     from reference.loaders import load_target, random_target
     from reference.methods import names
-    from workbench.decode_run import blame, decode_batches
+    from workbench.decode.run import blame, decode_batches
 
     if args.method == "list":
         print("\n".join(names()))
@@ -246,7 +246,7 @@ def _encoded(args, preset: str | None, prompts: list[Prompt] | None):
     import torch
 
     from reference.loaders import preset_config, target_config
-    from workbench.decode_run import blame, check_lengths
+    from workbench.decode.run import blame, check_lengths
 
     with blame(f"target {args.target}" if preset else ""):
         cfg = preset_config(preset) if preset else target_config(args.target)
@@ -276,7 +276,7 @@ def _spec(args, preset: str | None):
     """The MethodSpec of --drafter or --method (plain decoding when neither is given)."""
     from reference.methods import MethodSpec
     from reference.methods.variants import drafter_spec
-    from workbench.decode_run import blame
+    from workbench.decode.run import blame
 
     block = {} if args.block_size is None else {"block_size": args.block_size}
     if args.drafter == "random":

@@ -1,4 +1,4 @@
-"""What a reproduce entry is (workbench/reproduce.py runs them): one published claim, the
+"""What a reproduce entry is (workbench/reproduce/cli.py runs them): one published claim, the
 measure that computes the workbench's value, and what the measure found."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ device times, commit lengths and the prefill time to `<out>/validation-<model>.j
 
 `report` (CPU) simulates the same cells with the calibration table, once replaying the
 recorded commit lengths and once with the sampled acceptance model, and writes
-experiments/validation/h200-<model>.{md,csv,png} (workbench/validation_report.py).
+experiments/validation/h200-<model>.{md,csv,png} (workbench/validate/report.py).
 
     python -m workbench validate run model=qwen3-8b --out OUT
     python -m workbench validate report OUT/validation-qwen3-8b.json
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__)
         return 2
     if argv[0] == "report":
-        from workbench.validation_report import main as report_main
+        from workbench.validate.report import main as report_main
 
         return report_main(argv[1:])
     keys = dict(a.split("=", 1) for a in argv[1:] if "=" in a and not a.startswith("-"))

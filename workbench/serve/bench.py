@@ -41,7 +41,7 @@ from pathlib import Path
 
 from common.engine_options import add_arguments, from_args
 from common.stamps import command_line, stamp
-from workbench.serve_report import ratios, save, show
+from workbench.serve.report import ratios, save, show
 
 T0 = time.perf_counter()
 

@@ -2,7 +2,7 @@
 
 A search is an Optuna multirun of `simulate` jobs (conf/experiment/config_search.yaml). Its
 report ranks the distinct configurations the trials ran by their objective
-(workbench/search.py), gives the best of each method, and the margin of the best over the
+(workbench/search/space.py), gives the best of each method, and the margin of the best over the
 defaults: the configuration the trials' fixed overrides compose with every searched key at
 its default (a trial's result when one trial ran it, else simulated here), written as
 search.json and search.png beside the multirun's report.
@@ -25,7 +25,7 @@ from rich.table import Table
 from common.paths import conf_dir
 from simulator.params import SpecParams
 from workbench.config import load, register_configs
-from workbench.search import conditional_keys, job_objective, summary_objective
+from workbench.search.space import conditional_keys, job_objective, summary_objective
 from workbench.simulate import explicit_points, label_of, plan_runs, run_all
 
 
@@ -35,7 +35,7 @@ def _label(config: Mapping[str, Any]) -> str:
 
 def searched_keys(folder: Path, jobs: Sequence[Any]) -> set[str]:
     """Override keys the search chose per trial: the sweeper's params that are sweeps (from a
-    job's .hydra/hydra.yaml), the dimensions workbench.search.conditional_space adds, and any
+    job's .hydra/hydra.yaml), the dimensions workbench.search.space.conditional_space adds, and any
     key whose value differs between trials (a sweep given on the command line)."""
     hydra_cfg = yaml.safe_load((folder / jobs[0].name / ".hydra" / "hydra.yaml").read_text())
     params = hydra_cfg["hydra"]["sweeper"].get("params") or {}
@@ -114,7 +114,7 @@ def search_report(folder: Path, jobs: Sequence[Any], top: int = 5) -> tuple[dict
     slo = jobs[0].summary["runs"][0]["goodput"]
     doc = {
         "objective": "slo_goodput_rps: requests/s within both SLOs when p99 TTFT and p99 "
-        "TPOT meet them, else 0 (workbench/search.py)",
+        "TPOT meet them, else 0 (workbench/search/space.py)",
         "slo_ttft_s": slo["slo_ttft_s"],
         "slo_tpot_s": slo["slo_tpot_s"],
         "fixed_overrides": fixed,
