@@ -61,6 +61,12 @@ class EngineOptions:
     """Split-K attention merges inside the split programs (the last one of each head writes
     the output) instead of in a second launch: one launch fewer per layer."""
 
+    tall_tree: bool = False
+    """A tree verify's attention (T <= 64 nodes, T * nh / nkv <= 256 rows) in one tall tile
+    per (request, KV head, split) with the ancestor mask as one bit word per node
+    (kernels/paged_attention/tree.py) instead of the tree rule's 16-row tiles: each prefix
+    key read once per KV head. The same attention (outputs equal to the oracle's)."""
+
     compile_dynamic: bool = False
     """torch.compile the layer with dynamic=True (every dim symbolic, the hidden size too).
     Off: automatic dynamic (a dim turns symbolic once it changes between calls), so the

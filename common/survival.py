@@ -36,6 +36,44 @@ def geometric_survival(tau: float, block_size: int) -> list[float]:
     return geometric_curve(lo, block_size)
 
 
+def commit_pmf(survival: Sequence[float]) -> np.ndarray:
+    """(B,) P(commit_len = k), k = 1..B, of a survival curve s_1..s_{B-1}:
+    S_{k-1} - S_k with S_0 = 1 and S_B = 0."""
+    s = np.concatenate([[1.0], np.asarray(survival, dtype=np.float64), [0.0]])
+    return s[:-1] - s[1:]
+
+
+def plan_rounds(survival: Sequence[float], tokens: int, seed) -> list[int]:
+    """Commit lengths of the R rounds of a request that commits `tokens` tokens, at the mean
+    tau = 1 + sum(survival) of the curve, drawn so that the realized mean is tau:
+
+    R = ceil(tokens / tau) rounds that commit S = max(tokens, round(R * tau)) tokens in all
+    (|S / R - tau| <= 0.5 / R, or tokens / R for a curve near B), their lengths the R
+    stratified quantiles F^-1((i + u) / R) of the curve's commit-length law (`commit_pmf`;
+    its shape kept), moved by ones on seeded rounds (never outside 1..B) until they sum to
+    S, in a seeded order whose last round is one that crosses `tokens` (the rounds before it
+    commit fewer than `tokens`). `seed`: anything numpy's default_rng takes, e.g. (seed,
+    request id), so each request's plan is reproducible.
+    """
+    if tokens < 1:
+        raise ValueError(f"tokens must be >= 1, got {tokens}")
+    block = len(survival) + 1
+    tau = 1.0 + float(np.sum(survival))
+    rng = np.random.default_rng(seed)
+    rounds = int(np.ceil(tokens / tau - 1e-9))
+    total = max(tokens, int(np.floor(rounds * tau + 0.5)))
+    cdf = np.cumsum(commit_pmf(survival))
+    u = (np.arange(rounds) + rng.random()) / rounds
+    lengths = np.minimum(np.searchsorted(cdf, u, side="right") + 1, block)
+    while (gap := total - int(lengths.sum())) != 0:
+        movable = np.flatnonzero(lengths < block if gap > 0 else lengths > 1)
+        lengths[rng.choice(movable)] += 1 if gap > 0 else -1
+    crossing = np.flatnonzero(lengths > total - tokens)
+    last = rng.choice(crossing) if crossing.size else int(np.argmax(lengths))
+    rest = rng.permutation(np.delete(lengths, last))
+    return [int(x) for x in rest] + [int(lengths[last])]
+
+
 def logistic_survival(logit0, decay: float, block_size: int) -> np.ndarray:
     """S (..., B-1) for logit(alpha_j) = logit0 - decay * (j - 1), j = 1..B-1.
 

@@ -90,7 +90,8 @@ class AttentionMeta(NamedTuple):
 
     req_to_token (R, W) int32, req_rows (bs,) i64, positions (bs, T) i64, kv_lens (bs,) i64;
     causal and window (None: unbounded) are per layer. unsplit_max_width and fused_merge are
-    the Triton kernel's launch switches (EngineOptions.unsplit_width, .fused_merge).
+    the Triton kernel's launch switches (EngineOptions.unsplit_width, .fused_merge), and
+    tall_tree its tree verify path (EngineOptions.tall_tree).
     tree_mask (bs, T, T) bool: a tree verify's ancestor mask (reference/tree.py), or None.
     """
 
@@ -103,6 +104,7 @@ class AttentionMeta(NamedTuple):
     unsplit_max_width: int = 0
     fused_merge: bool = False
     tree_mask: torch.Tensor | None = None
+    tall_tree: bool = False
 
 
 def attention_meta(batch: ForwardBatch, req_to_token: torch.Tensor, *, causal: bool,
@@ -112,7 +114,8 @@ def attention_meta(batch: ForwardBatch, req_to_token: torch.Tensor, *, causal: b
     the kernel's defaults) and a tree verify's mask."""
     opts = options or EngineOptions()
     return AttentionMeta(req_to_token, batch.req_rows, batch.positions, batch.kv_lens, causal,
-                         window, opts.unsplit_width, opts.fused_merge, tree_mask)
+                         window, opts.unsplit_width, opts.fused_merge, tree_mask,
+                         opts.tall_tree)
 
 
 def decoder_layer(x: torch.Tensor, w: LayerWeights, cos_sin: torch.Tensor, attn: AttentionMeta,
@@ -171,7 +174,7 @@ def residual_layer(x: torch.Tensor, delta: torch.Tensor | None, w: LayerWeights,
                               attn.positions, attn.kv_lens, causal=attn.causal,
                               window=attn.window, unsplit_max_width=attn.unsplit_max_width,
                               fused_merge=attn.fused_merge, tree_mask=attn.tree_mask,
-                              pdl=pdl)
+                              pdl=pdl, tall_tree=attn.tall_tree)
     attn_out = _linear(out.reshape(bs, t, num_heads * d), w.wo, gemv, gemv_tuning, pdl)
     if reduce is not None:
         attn_out = reduce(attn_out)

@@ -47,13 +47,14 @@ def kv_materialize(ctx_hidden, w_kv, k_norm_weight, cos_sin_cache, positions, ca
 @torch.compiler.disable
 def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens, *, causal,
                     window=None, unsplit_max_width=0, fused_merge=False, tree_mask=None,
-                    pdl=False):
+                    pdl=False, tall_tree=False):
     """See `kernels.paged_attention_ref`; opaque to torch.compile (a Triton launch on CUDA).
 
     The oracle also runs whenever q needs a gradient (drafter training): the Triton kernel
     has no backward. unsplit_max_width, fused_merge and pdl are the kernel's launch switches
     (EngineOptions.unsplit_width, .fused_merge, .pdl); the oracle has none. tree_mask: a tree
-    verify's ancestor mask (kernels/paged_attention/ref.py), or None.
+    verify's ancestor mask (kernels/paged_attention/ref.py), or None; tall_tree: its launch
+    in tall tiles (EngineOptions.tall_tree, kernels/paged_attention/tree.py).
     """
     grad = torch.is_grad_enabled() and q.requires_grad
     args = (q, k_pool, v_pool, req_to_token, req_rows, positions, kv_lens)
@@ -61,7 +62,7 @@ def paged_attention(q, k_pool, v_pool, req_to_token, req_rows, positions, kv_len
         return kernels.paged_attention(*args, causal=causal, window=window,
                                        unsplit_max_width=unsplit_max_width,
                                        fused_merge=fused_merge, tree_mask=tree_mask,
-                                       pdl=pdl)
+                                       pdl=pdl, tall_tree=tall_tree)
     return kernels.paged_attention_ref(*args, causal=causal, window=window, tree_mask=tree_mask)
 
 

@@ -41,6 +41,7 @@ from kernels._checks import (
     check_tensor,
 )
 from kernels.paged_attention import rules
+from kernels.paged_attention import tree as tree_kernel
 from kernels.paged_attention.merge import (
     _merge_kernel,
     _merge_rows,
@@ -234,6 +235,7 @@ def paged_attention(
     fused_merge: bool = False,
     tree_mask: torch.Tensor | None = None,
     pdl: bool = False,
+    tall_tree: bool = False,
 ) -> torch.Tensor:
     """Triton version of `paged_attention_ref` (same arguments, same result).
 
@@ -241,6 +243,8 @@ def paged_attention(
     fused_merge: the split programs merge their partials themselves, no second launch.
     tree_mask: (bs, T, T) bool ancestor mask of a tree verify (ref.py), or None.
     pdl: the attention and its merge as programmatic dependent launches (kernels/pdl.py).
+    tall_tree: a causal, unwindowed tree verify that fits one tall tile
+    (`tree.supports`) runs in kernels/paged_attention/tree.py instead.
     """
     check_tensor("q", q, ndim=4, dtypes=FLOAT_DTYPES, inner_stride_one=True)
     dev = q.device
@@ -272,9 +276,14 @@ def paged_attention(
         tree = tree_mask.contiguous().view(torch.int8)  # same bytes, no conversion kernel
     check_runnable("q", q)
 
-    out = torch.empty_like(q)
     nkv = k_pool.shape[1]
     group = nh // nkv
+    if (tall_tree and tree is not None and causal and window is None
+            and tree_kernel.supports(t, group)):
+        return tree_kernel.tree_attention(q, k_pool, v_pool, table, req_rows, positions,
+                                          kv_lens, tree_mask, sm_scale=sm_scale,
+                                          unsplit_max_width=unsplit_max_width)
+    out = torch.empty_like(q)
     block_m, warps = rules.query_tile(t * group, tree is not None)
     block_d = max(16, triton.next_power_of_2(d))
     early = rules.uses_early_loads(t * group)

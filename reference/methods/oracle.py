@@ -6,6 +6,11 @@ follows a configured survival curve s_j = P(accept_len >= j). With a `shadow` (a
 proposer) the shadow's work runs every round and its drafts are discarded: the cost of that
 method at the oracle's acceptance. Options: `tau` (a geometric curve of mean commit length
 tau) or `survival` [s_1 .. s_{B-1}]; `block_size` B (default: the shadow's, else 16);
+`plan`: draw each request's commit lengths from `common.survival.plan_rounds` (its
+max_new_tokens - 1 commits at the curve's mean, in a plan seeded by (seed, request id); the
+streams B - 1 tokens longer, so the last round drafts all it commits) instead of independently
+per draft, so that the realized tau is the requested one (a request whose rounds leave the
+plan's anchors, e.g. under a shorter verify block, takes the next planned length);
 `verify_schedule`, drafts by batch size (`[lo, hi, K]` rows, `Proposer.verify_schedule`: a
 shorter block keeps the curve's first entries); `seed`;
 `shadow`: true for the build context's shared drafter, or a MethodSpec (or its text) built
@@ -19,7 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
-from common.survival import geometric_survival
+from common.survival import geometric_survival, plan_rounds
 from reference.device import to_device
 from reference.generate import generate
 from reference.kv_pool import KVPool
@@ -36,13 +41,20 @@ class OracleProposer(Proposer):
         block_size: B.
         survival: s_1..s_{B-1}, non-increasing in [0, 1]; None means never corrupt.
         seed: seeds the corruption.
+        plan: keep drafts 1..L-1 of the round at each planned anchor and corrupt draft L, L
+            the plan's commit length (`plan_rounds` for min(plan_tokens, len(stream) - 1)
+            commits), so the request's rounds commit the plan's lengths while its rounds
+            follow the stream; the other drafts keep their independent draws.
+        plan_tokens: the commits a request's plan covers (max_new_tokens - 1: the prefill
+            samples the first token); None: len(stream) - 1.
         shadow: a real proposer whose work (draft forward, KV injection) runs every round
             and whose drafts are discarded: the cost of the method at oracle acceptance.
     """
 
     def __init__(self, streams: Sequence[Sequence[int]], block_size: int,
                  survival: Sequence[float] | None = None, seed: int = 0,
-                 shadow: Proposer | None = None):
+                 shadow: Proposer | None = None, plan: bool = False,
+                 plan_tokens: int | None = None):
         if shadow is not None and shadow.block_size != block_size:
             raise ValueError(f"shadow block_size {shadow.block_size} != {block_size}")
         self.shadow = shadow
@@ -62,6 +74,7 @@ class OracleProposer(Proposer):
             self.keep_prob.append(s / prev if prev > 0 else 0.0)
             prev = s
         self.streams, self.block_size, self.seed = [list(s) for s in streams], block_size, seed
+        self.plan, self.plan_tokens = plan, plan_tokens
 
     def bind(self, target: Target, pool: KVPool, graphs, *args) -> None:
         super().bind(target, pool, graphs, *args)
@@ -94,9 +107,39 @@ class OracleProposer(Proposer):
         kept = to_device(streams, device)[:, :, None].expand(-1, -1, cols)
         u = torch.rand(kept.shape, generator=self._gen, device=device)
         shift = torch.randint(1, max(vocab, 2), kept.shape, generator=self._gen, device=device)
+        keep = u < self._keep
+        if self.plan:
+            planned = to_device(torch.stack([self._planned(rid, width)
+                                             for rid in request_ids]), device)
+            keep = torch.where(planned >= 0, planned > 0, keep)
         index = to_device(rows, device)
-        self._drafts[index] = torch.where(u < self._keep, kept, (kept + shift) % vocab)
+        self._drafts[index] = torch.where(keep, kept, (kept + shift) % vocab)
         self._prompt_len[index] = to_device(prompt_lens, device)
+
+    def _planned(self, rid: int, width: int) -> torch.Tensor:
+        """(width, B-1) i8 of request `rid`: 1 keep, 0 corrupt, -1 the independent draw, at
+        [g, j - 1] (generated token g drafted at block position j, anchor a = g - j). The
+        round at anchor a commits L(a) = the plan's length of its first round at or past a
+        (a planned anchor: its own round's), so it keeps drafts j < L(a) and corrupts j = L(a)."""
+        cols = self.block_size - 1
+        out = torch.full((width, cols), -1, dtype=torch.int8)
+        tokens = len(self.streams[rid]) - 1
+        if self.plan_tokens is not None:
+            tokens = min(tokens, self.plan_tokens)
+        if tokens < 1:
+            return out
+        lengths = torch.tensor(plan_rounds(self.survival, tokens, (self.seed, rid)))
+        anchors = torch.cumsum(lengths, 0) - lengths  # the planned rounds' anchors
+        a = torch.arange(width)[:, None]
+        j = torch.arange(1, cols + 1)[None, :]
+        k = torch.searchsorted(anchors, torch.arange(width))[:, None]  # anchors below a
+        length = lengths[k.clamp(max=len(lengths) - 1)]
+        value = torch.where(j < length, 1, torch.where(j == length, 0, -1))
+        value = torch.where(k < len(lengths), value, -1)
+        g = a + j
+        inside = (g < width).expand_as(value)
+        out[g[inside], (j - 1).expand_as(value)[inside]] = value[inside].to(torch.int8)
+        return out
 
     def prefill(self, input_ids, batch, aux) -> None:
         if self.shadow is not None:
@@ -129,7 +172,7 @@ class OracleProposer(Proposer):
 
 @register("oracle")
 def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, shadow=None,
-           streams=None, verify_schedule=None):
+           streams=None, verify_schedule=None, plan=False):
     if tau is not None and survival is not None:
         raise ValueError("give tau or survival, not both")
     if shadow is True:
@@ -148,7 +191,8 @@ def oracle(target, context, tau=None, survival=None, block_size=None, seed=0, sh
         if not context.prompts:
             raise ValueError("method 'oracle' needs the prompts (BuildContext) or streams")
         streams = generate(target, [list(p) for p in context.prompts],
-                           max_new_tokens=context.max_new_tokens).tokens
-    proposer = OracleProposer(streams, block, survival, seed=seed, shadow=shadow)
+                           max_new_tokens=context.max_new_tokens + (block - 1) * plan).tokens
+    proposer = OracleProposer(streams, block, survival, seed=seed, shadow=shadow, plan=plan,
+                              plan_tokens=context.max_new_tokens - 1 if plan else None)
     proposer.verify_schedule = parse_verify_schedule(verify_schedule)
     return proposer

@@ -118,3 +118,57 @@ def test_tall_tiles_apply_past_64_rows_and_match_the_oracle(tile, monkeypatch):
         assert launched[-1] == (2, 2, tiles)  # (bs, nkv, tiles * splits), one split here
         want = paged_attention_ref(*args, causal=True, tree_mask=mask.to(DEVICE))
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=10)
+@given(bs=st.integers(1, 3), nodes=st.sampled_from([1, 5, 13, 32]),
+       width=st.sampled_from([36, 70]), split=st.sampled_from([None, 1, 3]),
+       key_tile=st.sampled_from([None, 16]), seed=st.integers(0, 2**16))
+def test_tall_tree_matches_the_tree_kernel_and_the_oracle(bs, nodes, width, split, key_tile,
+                                                          seed):
+    """tall_tree: one (b, h, split) program holds all T * G rows (bs * nkv * splits
+    programs), unaligned tree roots, key ranges split into chunks that cut the tree; the
+    output equals the oracle's and the 16-row tree kernel's."""
+    note(f"{bs=} {nodes=} {width=} {split=} {key_tile=} {seed=}")
+    from kernels.paged_attention import tree as tree_mod
+
+    args, mask, _ = _case(bs, nodes, width, seed)
+    args, mask = [a.to(DEVICE) for a in args], mask.to(DEVICE)
+    with pytest.MonkeyPatch.context() as mp, rules.forced(splits=split, key_tile=key_tile):
+        launched = record_launches(mp, tree_mod, "_tree_kernel")
+        got = paged_attention(*args, causal=True, tree_mask=mask, tall_tree=True)
+        tiles = paged_attention(*args, causal=True, tree_mask=mask)
+    assert len(launched) == 1 and launched[0][:2] == (bs, 2)  # (bs, nkv, splits)
+    assert split is None or launched[0][2] == split
+    want = paged_attention_ref(*args, causal=True, tree_mask=mask)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got, tiles, rtol=1e-4, atol=1e-5)
+
+
+def test_tall_tree_word_reads_bit_63():
+    """A 64-node path (node t sees 0..t): node 63's word has its sign bit set; the rows
+    match the oracle's, and the launch falls back to the tile kernel past 64 nodes."""
+    from kernels.paged_attention import tree as tree_mod
+
+    assert tree_mod.supports(64, 4) and not tree_mod.supports(65, 1)
+    assert not tree_mod.supports(64, 8)
+    args, _, _ = _case(1, 64, 80, seed=1)
+    args = [a.to(DEVICE) for a in args]
+    path = torch.ones(64, 64, dtype=torch.bool).tril()[None].to(DEVICE)
+    got = paged_attention(*args, causal=True, tree_mask=path, tall_tree=True)
+    want = paged_attention_ref(*args, causal=True, tree_mask=path)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_tree_bench_rows_compare_the_three_launches():
+    """kernels/paged_attention/tree_bench.py on tiny shapes: one row per (bs, N), the tall
+    output equal to the tiles' and each ratio the quotient of its two times."""
+    from kernels.paged_attention.tree_bench import main
+
+    r = main(["--device", DEVICE, "--batch-sizes", "1,2", "--budgets", "3,6", "--context", "9",
+              "--width", "20"])
+    assert [(row["bs"], row["nodes"]) for row in r["rows"]] == [(1, 3), (1, 6), (2, 3), (2, 6)]
+    for row in r["rows"]:
+        assert row["max_abs_diff_tall_tiles"] < 1e-5
+        assert row["tall_over_tiles"] == pytest.approx(row["tall_us"] / row["tiles_us"])
+        assert row["tall_over_chain"] == pytest.approx(row["tall_us"] / row["chain_us"])

@@ -168,10 +168,43 @@ def test_warm_ups_meet_every_graph_of_the_timed_runs(monkeypatch, capsys):
     capsys.readouterr()
     assert r["rows"][0]["request_rounds_mean"] < r["rows"][0]["request_rounds_max"]
     timed = runs[1:]  # the first run sizes the pool (one request)
-    assert [kind for kind, _ in timed] == ["ar"] * 3 + ["method"] * 4
-    shapes = {shapes[0] for key, shapes in timed[4][1] if key == ("verify",)}
+    # AR's warm-up, then its sync and lookahead runs each with its one-token run (the
+    # outside clock's prefill), the oracle's longer streams (untimed), then the method's
+    # warm-up, timed and one-token runs of each mode
+    assert [kind for kind, _ in timed] == ["ar"] * 6 + ["method"] * 6
+    shapes = {shapes[0] for key, shapes in timed[7][1] if key == ("verify",)}
     assert len(shapes) > 1  # the verify's (bucket, block) changed within the run
     for i, (kind, keys) in enumerate(timed):
         earlier = set().union(*(s for k, s in timed[:i] if k == kind))
-        if i not in (0, 3, 5):  # not the warm-ups themselves
+        if i not in (0, 5, 6, 9):  # not the warm-ups and the streams' run themselves
             assert keys <= earlier, f"run {i} ({kind}) met new graphs {keys - earlier}"
+
+
+def test_rows_hit_the_requested_tau_and_carry_the_outside_clock(capsys):
+    """The planned oracle: realized tau within 1% of --tau (sync and lookahead), so at_tau
+    is the measured rate times requested / realized; each run's outside clock spans the
+    engine's own prefill + decode seconds (it times the whole call)."""
+    from workbench.bench.decode import main
+
+    r = main(["--preset", "tiny", "--device", "cpu", "--batch-sizes", "1", "--prompt-len", "6",
+              "--new-tokens", "40", "--block-size", "4", "--tau", "2.5", "--hf-new-tokens", "0"])
+    capsys.readouterr()
+    row = r["rows"][0]
+    assert row["tau_requested"] == 2.5
+    for realized, at, rate in ((row["tau_realized"], row["at_tau"], row["dflash_tok_s"]),
+                               (row["tau_realized_lookahead"], row["at_tau_lookahead"],
+                                row["dflash_lookahead_tok_s"])):
+        assert abs(realized / 2.5 - 1) <= 0.01 and at["tau_ok"]
+        assert at["at_tau_tok_s"] == pytest.approx(rate * 2.5 / realized)
+    for clock in row["clock"].values():
+        assert clock["engine_over_wall"] >= 1.0
+        assert clock["wall_tok_s"] <= clock["engine_tok_s"]
+        assert clock["wall_decode_tok_s"] > 0
+
+
+def test_at_tau_flags_a_realized_tau_off_by_more_than_one_percent():
+    from workbench.bench.report import at_tau
+
+    assert at_tau(100.0, 6.5, 6.5 * 1.009) == {"tau_ok": True,
+                                              "at_tau_tok_s": pytest.approx(100 / 1.009)}
+    assert at_tau(100.0, 6.5, 7.31) == {"tau_ok": False, "at_tau_tok_s": None}

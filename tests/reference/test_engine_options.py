@@ -23,7 +23,7 @@ DEFAULTS = dict(fused_qk=True, triton_gemv=True, triton_gemv_gate_up=False,
                 deferred_residual=True, draft_kernels=True, unsplit_width=0,
                 fused_merge=False, compile_dynamic=False, pdl=True, compiled_prefill=False,
                 graphed_decode=True, fused_commit=False, gemv_tune=True, gemv_tune_graph=True,
-                gemv_cublas_fallback=True)
+                gemv_cublas_fallback=True, tall_tree=False)
 
 
 def _parse(argv: list[str]) -> EngineOptions:

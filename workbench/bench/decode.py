@@ -20,6 +20,12 @@ verify block's cost against tau at a batch size; `oracle_tau`);
 `--verify-schedule '[[1,15,15],[16,1024,9]]'` verifies blocks of 10 in rounds of 16 or more
 live requests and B = 16 below; schedules joined by ';' ("none": every round at B) run side
 by side against the same AR runs too.
+The default oracle plans each request's commit lengths (oracle plan=true,
+common/survival.py plan_rounds), so a row's realized tau (`tau_realized`, sync and
+lookahead) is its requested one (`tau_requested`) within 1%; `at_tau` gives the tok/s at the
+requested tau (the measured rate scaled by requested / realized, None and tau_ok False past
+1%), and `clock` each run's whole-call tok/s by an outside clock (perf_counter around
+`generate`, device synchronized) beside the engine's own counters.
 Prints a table, then one JSON line; --out writes the JSON too. Under `torchrun
 --nproc-per-node N`, `--tp N` runs the engine's tensor-parallel shards (reference/parallel.py;
 workbench/bench/tp.py has the TP sweep with the all-reduce time).
@@ -59,6 +65,8 @@ from reference.moe import active_weight_bytes
 from reference.parallel import shard_target
 from workbench.bench.ablate import ablate, print_ablation
 from workbench.bench.report import (
+    at_tau,
+    clock_check,
     full_batch_split_ms,
     full_batch_tok_s,
     print_result,
@@ -79,25 +87,29 @@ def bound_tok_s(cfg) -> float:
     return COPY_TBPS * 1e12 / active_weight_bytes(cfg)
 
 
-def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int):
-    """transformers generate on the same weights: (decode tok/s, greedy tokens)."""
+def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int,
+                    device: str = "cuda"):
+    """transformers generate on the same weights (their dtype, on `device`): (decode tok/s,
+    greedy tokens)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     cfg = dict(PRESETS[preset])
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
+    dtype = next(iter(state.values())).dtype
+    torch.set_default_dtype(dtype)
+    with torch.device(device):
         model = Qwen3ForCausalLM(Qwen3Config(**cfg, attn_implementation="eager"))
     torch.set_default_dtype(torch.float32)
     model.load_state_dict(state, assign=True)
     model.eval().generation_config.eos_token_id = None
-    ids = torch.tensor([prompt], device="cuda")
+    ids = torch.tensor([prompt], device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def timed(n):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
                              pad_token_id=0)
-        torch.cuda.synchronize()
+        sync()
         return time.perf_counter() - t0, out[0, len(prompt):].tolist()
 
     with torch.inference_mode():
@@ -105,6 +117,27 @@ def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int
         t_prefill, _ = timed(1)
         t_full, tokens = timed(new_tokens + 1)
     return new_tokens / (t_full - t_prefill), tokens
+
+
+def timed_generate(target, prompts, max_new_tokens: int, lookahead: bool = False,
+                   make_proposer=None):
+    """`generate` timed by an outside clock (time.perf_counter around the call, the device
+    synchronized on both sides), the check on the engine's own counters: (output, seconds
+    of the whole call, seconds of the same call at max_new_tokens=1, its prefill and first
+    token). make_proposer: a fresh proposer for each call (None: AR)."""
+    sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
+
+    def timed(n: int):
+        proposer = make_proposer() if make_proposer else None
+        sync()
+        start = time.perf_counter()
+        out = generate(target, prompts, proposer=proposer, max_new_tokens=n,
+                       lookahead=lookahead)
+        sync()
+        return out, time.perf_counter() - start
+
+    out, seconds = timed(max_new_tokens)
+    return out, seconds, timed(1)[1]
 
 
 def oracle_tau(tau: float, block: int, largest: int) -> float:
@@ -130,8 +163,8 @@ def bench_batch(target, drafters: dict, prompts, args) -> list[dict]:
     has a warm-up of its own."""
     new = args.new_tokens
     generate(target, prompts, max_new_tokens=new)
-    ar = generate(target, prompts, max_new_tokens=new)
-    ahead = generate(target, prompts, max_new_tokens=new, lookahead=True)
+    ar = timed_generate(target, prompts, new)
+    ahead = timed_generate(target, prompts, new, lookahead=True)
     return [_method_row(target, drafter, block, schedule, prompts, args, ar, ahead,
                         oracle_tau(args.tau, block, max(drafters)))
             for block, drafter in drafters.items() for schedule in args.verify_schedules]
@@ -148,21 +181,27 @@ def parse_schedules(text: str | None) -> list[str | None]:
 def _method_row(target, drafter, block: int, schedule: str | None, prompts, args, ar, ahead,
                 tau: float) -> dict:
     """The method's sync and lookahead runs at block `block` and verify schedule `schedule`,
-    each after a warm-up run of its own mode, against the AR runs `ar` and `ahead`: one row
-    of the bench."""
+    each after a warm-up run of its own mode, against the AR runs `ar` and `ahead` (each
+    `timed_generate`'s triple): one row of the bench. The row's tau_requested is `tau`,
+    tau_realized the runs' own (sync, lookahead); at_tau_tok_s the tok/s at the requested
+    tau (report.at_tau), and each run's `clock` the outside clock's tok/s beside the
+    engine's (report.clock_check)."""
     new = args.new_tokens
-    context = BuildContext(prompts, new, ar.tokens, drafter)
+    (ar, *ar_wall), (ahead, *ahead_ar_wall) = ar, ahead
+    # the planned oracle's streams run B - 1 tokens past the end: its last round's drafts
+    streams = generate(target, prompts, max_new_tokens=new + block - 1).tokens
+    context = BuildContext(prompts, new, streams, drafter)
     # the default oracle corrupts drafts with a seed per batch size
     method = args.method or (f"oracle:tau={tau},block_size={block},shadow=true,"
-                             f"seed={len(prompts)}"
+                             f"seed={len(prompts)},plan=true"
                              + (f",verify_schedule={schedule}" if schedule else ""))
     def warm_then_timed(lookahead: bool):
-        for _ in range(2):  # the first run is the warm-up of this mode
-            out = generate(target, prompts, proposer=build(method, target, context),
-                           max_new_tokens=new, lookahead=lookahead)
-        return out
+        generate(target, prompts, proposer=build(method, target, context), max_new_tokens=new,
+                 lookahead=lookahead)  # the warm-up of this mode
+        return timed_generate(target, prompts, new, lookahead,
+                              lambda: build(method, target, context))
 
-    spec, spec_ahead = warm_then_timed(False), warm_then_timed(True)
+    (spec, *spec_wall), (spec_ahead, *ahead_wall) = warm_then_timed(False), warm_then_timed(True)
     s = spec.stats
 
     def per_round(stats: dict, keys: tuple[str, ...], suffix: str = "") -> dict[str, float]:
@@ -202,6 +241,16 @@ def _method_row(target, drafter, block: int, schedule: str | None, prompts, args
         "enqueue_ms": per_round(s, PHASES, "_enqueue"),
         "enqueue_ms_lookahead": per_round(spec_ahead.stats, PHASES, "_enqueue"),
         "lossless": spec.tokens == ar.tokens,
+        "tau_requested": tau,
+        "tau_realized": s["tau"],
+        "tau_realized_lookahead": spec_ahead.stats["tau"],
+        "at_tau": at_tau(s["tokens_per_s"], tau, s["tau"]),
+        "at_tau_lookahead": at_tau(spec_ahead.stats["tokens_per_s"], tau,
+                                   spec_ahead.stats["tau"]),
+        "clock": {"ar": clock_check(ar, *ar_wall),
+                  "ar_lookahead": clock_check(ahead, *ahead_ar_wall),
+                  "dflash": clock_check(spec, *spec_wall),
+                  "dflash_lookahead": clock_check(spec_ahead, *ahead_wall)},
         "ar_tokens_head": ar.tokens[0][:32],
     }
 
@@ -268,8 +317,9 @@ def main(argv=None) -> dict:
         return _ablate(args, cfg, prompts[0], dtype, state, result, opts)
     if args.hf_new_tokens:
         result["hf_tok_s"], hf_tokens = hf_decode_tok_s(args.preset, state, prompts[0],
-                                                        args.hf_new_tokens)
-        torch.cuda.empty_cache()  # the transformers model is gone
+                                                        args.hf_new_tokens, args.device)
+        if cuda:
+            torch.cuda.empty_cache()  # the transformers model is gone
     target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
                            options=opts)
     if tp is not None:

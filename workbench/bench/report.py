@@ -7,6 +7,33 @@ import json
 
 from reference.engine import PHASES
 
+TAU_TOLERANCE = 0.01  # a row's realized tau within 1% of the requested one
+
+
+def clock_check(out, seconds: float, first_seconds: float) -> dict:
+    """A run's tok/s by the outside clock beside the engine's counters (`out`: its
+    GenerateOutput; `seconds`, `first_seconds`: the outside clock's whole call and the same
+    call at one new token, decode.timed_generate). Whole call: every new token over
+    `seconds` (wall_tok_s) and over the engine's prefill_s + decode_s (engine_tok_s), and
+    engine_over_wall = seconds / (prefill_s + decode_s); decode: the tokens after each
+    request's first over seconds - first_seconds (wall_decode_tok_s) and the engine's
+    tokens_per_s (engine_decode_tok_s), the same tokens over its decode_s."""
+    engine_s = out.stats["prefill_s"] + out.stats["decode_s"]
+    tokens = out.stats["new_tokens"]
+    decode = tokens - len(out.tokens)
+    return {"wall_s": seconds, "wall_tok_s": tokens / max(seconds, 1e-12),
+            "engine_tok_s": tokens / max(engine_s, 1e-12),
+            "engine_over_wall": seconds / max(engine_s, 1e-12),
+            "wall_decode_tok_s": decode / max(seconds - first_seconds, 1e-12),
+            "engine_decode_tok_s": out.stats["tokens_per_s"]}
+
+
+def at_tau(tok_s: float, requested: float, realized: float) -> dict:
+    """tok/s at the requested tau: the measured rate scaled by requested / realized when the
+    realized tau is within TAU_TOLERANCE of it, else None and flagged (tau_ok False)."""
+    ok = abs(realized / requested - 1) <= TAU_TOLERANCE
+    return {"tau_ok": ok, "at_tau_tok_s": tok_s * requested / realized if ok else None}
+
 
 def full_batch_tok_s(out, n: int) -> float:
     """Tokens committed per second over the leading rounds of `out` (a GenerateOutput of n
@@ -80,6 +107,17 @@ def print_result(r: dict) -> None:
               f"{row['dflash_lookahead_full_batch_tok_s']:.1f} (its overlap rounds: "
               + "/".join(f"{v:.2f}" for v in row["full_batch_split_ms_lookahead"].values())
               + ")" + _schedule(row))
+    print("tau requested / realized (sync, lookahead); tok/s at the requested tau (sync, "
+          "lookahead; '-' where the realized tau is off by more than 1%); decode tok/s by the "
+          "outside clock / the engine's counters (AR, AR ahead, DFlash, ahead)")
+    for row in r["rows"]:
+        cells = [row["at_tau"]["at_tau_tok_s"], row["at_tau_lookahead"]["at_tau_tok_s"]]
+        at = " / ".join("-" if c is None else f"{c:.1f}" for c in cells)
+        clocks = "  ".join(f"{c['wall_decode_tok_s']:.1f}/{c['engine_decode_tok_s']:.1f}"
+                           for c in row["clock"].values())
+        print(f"{row['bs']:>4} {row['block']:>3} tau {row['tau_requested']:.3f} / "
+              f"{row['tau_realized']:.3f}, {row['tau_realized_lookahead']:.3f}   at tau {at}"
+              f"   clock {clocks}" + _schedule(row))
     bs1 = r["rows"][0]
     print(f"AR bs{bs1['bs']}: {bs1['ar_tok_s'] / r['bound_tok_s']:.1%} (lookahead "
           f"{bs1['ar_lookahead_tok_s'] / r['bound_tok_s']:.1%}, same tokens "
