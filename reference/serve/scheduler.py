@@ -15,6 +15,10 @@ shared/research/sglang-dflash.md 5.2: the true prefix is at most `host_len + B` 
 bound), and the row is reserved to `max(reserved, host_len + 2B)`, which covers the true
 prefix plus this round's block. Results are applied in launch order; rows of a request the
 host already saw finish (its extra round in overlap mode) are discarded, as in SGLang.
+
+Every decode round commits at least one token, so a request reaches max_new_tokens within
+that many applied rounds; planning one more raises at once (a broken stop or length check
+fails fast instead of decoding on).
 """
 
 from __future__ import annotations
@@ -166,6 +170,11 @@ class Scheduler:
             return None
         block = self.block
         for lv in lives:
+            if len(lv.commits) >= lv.req.max_new_tokens:  # each round commits >= 1 token
+                raise RuntimeError(
+                    f"request {lv.req.rid} is planned a decode round after "
+                    f"{len(lv.commits)} applied rounds with max_new_tokens = "
+                    f"{lv.req.max_new_tokens}: its stop or length check never fired")
             lv.reserved = max(lv.reserved, lv.host_len + 2 * block)
         self.pool.reserve_many([lv.row for lv in lives], [lv.reserved for lv in lives])
         return DecodePlan(lives, [lv.row for lv in lives], [lv.host_len + block for lv in lives])
