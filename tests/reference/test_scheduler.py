@@ -109,15 +109,32 @@ def test_overlap_extra_round_is_discarded_and_the_row_released_at_the_next_plan(
     assert [a.req.rid for a in admitted] == [1] and s.claimed == 30 + 20 + 2 * B
 
 
-def test_a_round_past_max_new_tokens_fails_fast():
-    """A request whose length check never fired (its tokens lost): after max_new_tokens
-    applied rounds, planning another raises instead of decoding on."""
+def test_rounds_that_commit_nothing_fail_fast():
+    """A request whose rounds commit nothing (a broken accept) would decode for ever: with
+    max_new_tokens 3, the fourth decode round's plan raises."""
     s = _sched()
     s.arrive([_req(0, 4, 3)], 0.0)
     _prefill_all(s)
-    lv = s.live[0]
-    for _ in range(3):
-        s.plan(1.0)
-        lv.commits.append(1)
-    with pytest.raises(RuntimeError, match="request 0 is planned a decode round after 3"):
-        s.plan(2.0)
+    for t in range(3):
+        plan, _ = s.plan(1.0 + t)
+        s.apply(plan, [[0, 0]], 1.5 + t)
+    with pytest.raises(RuntimeError, match="request 0 would get decode round 4 with "
+                                           "max_new_tokens = 3"):
+        s.plan(5.0)
+
+
+def test_the_longest_legal_run_is_not_stopped():
+    """One token a round and overlap's extra round: max_new_tokens 3 is one prefill token,
+    two decode rounds and a third launched before the host saw the finish."""
+    s = _sched()
+    s.arrive([_req(0, 4, 3)], 0.0)
+    _prefill_all(s)
+    r1, _ = s.plan(1.0)
+    r2, _ = s.plan(2.0)
+    s.apply(r1, [[1, 5]], 2.0)
+    r3, _ = s.plan(3.0)
+    s.apply(r2, [[1, 6]], 3.0)
+    s.apply(r3, [[1, 8]], 4.0)
+    lv = s.done[0] if s.done else s.live[0]
+    assert lv.tokens == [7, 5, 6] and lv.discarded == 1 and lv.rounds == 3
+    assert s.plan(4.0)[0] is None
