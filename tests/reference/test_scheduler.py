@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from reference.kv_pool import KVPool, KVShape
-from reference.serve.scheduler import DecodePlan, PrefillPlan, Scheduler
+from reference.serve.loop import ServeConfig, Server
+from reference.serve.scheduler import DecodePlan, Live, PrefillPlan, Scheduler
 from reference.serve.workload import ServeRequest
 
 B = 4
@@ -45,6 +46,13 @@ def test_admission_is_fcfs_and_the_head_blocks_the_queue():
     assert [r.rid for r, _ in s.waiting] == [1, 2]
     assert s.claimed == 23
     assert plan.chunks == [[1, 2, 3, 4, 5]] and plan.final == [True]
+
+
+def test_admission_stops_at_max_running():
+    s = _sched(max_running=2)
+    s.arrive([_req(i, 2, 2) for i in range(3)], 0.0)
+    _, admitted = s.plan(0.0)
+    assert [lv.req.rid for lv in admitted] == [0, 1] and len(s.waiting) == 1
 
 
 def test_prefill_chunks_follow_admission_order_under_the_budget():
@@ -138,3 +146,30 @@ def test_the_longest_legal_run_is_not_stopped():
     lv = s.done[0] if s.done else s.live[0]
     assert lv.tokens == [7, 5, 6] and lv.discarded == 1 and lv.rounds == 3
     assert s.plan(4.0)[0] is None
+
+
+class _Timeline:
+    steps = [("prefill", 2, None, None), ("decode", 2, None, None), ("decode", 1, None, None)]
+
+    def summary(self) -> dict:
+        return {}
+
+
+def test_serve_stats_by_hand():
+    """Two requests: A arrives at 0, admitted at 1, first token at 2, 4 tokens by 5 (TTFT
+    2, TPOT 3/3 = 1), commits 2 and 1; B arrives at 1, first token at 3, 3 tokens by 7
+    (TTFT 2, TPOT 4/2 = 2), commit 2. 7 tokens by 7 s; tau = 5/3."""
+    a = Live(_req(0, 3, 8), 1, 0.0, 1.0, tokens=[1, 2, 3, 4], commits=[2, 1],
+             first_token_s=2.0, finish_s=5.0)
+    b = Live(_req(1, 3, 8), 2, 1.0, 1.0, tokens=[1, 2, 3], commits=[2],
+             first_token_s=3.0, finish_s=7.0)
+    fake = type("S", (), {"cfg": ServeConfig(check=False), "timeline": _Timeline(),
+                          "max_lag": 0, "fenced_plans": 0, "prefilled_s": None,
+                          "proposer": None})()
+    st = Server.stats(fake, [a, b])
+    assert (st["requests"], st["output_tokens"], st["wall_s"]) == (2, 7, 7.0)
+    assert st["throughput_tok_s"] == pytest.approx(1.0)
+    assert st["ttft_s"] == pytest.approx(2.0)
+    assert st["tpot_s"] == pytest.approx(1.5) and st["tpot_p99_s"] == pytest.approx(2.0)
+    assert st["tau"] == pytest.approx(5 / 3)
+    assert (st["decode_rounds"], st["prefill_steps"]) == (2, 1)

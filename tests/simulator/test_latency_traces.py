@@ -116,8 +116,9 @@ def _replica():
 
 def test_preempted_requests_go_back_to_the_head_in_retraction_order():
     """Retracting slots of requests 3 then 1 while 6 and 7 wait: the queue becomes
-    3, 1, 6, 7 (the victims first, in the order they were picked), each victim keeping its
-    emitted tokens and the time of its last one, and readmission follows that queue."""
+    3, 1, 6, 7 (the victims first, in the order they were picked), each victim keeping the
+    tokens the host has emitted (not the GPU's count) and the time of its last one, and
+    readmission follows that queue."""
     rep = _replica()
     st = rep.slots
     rep.waiting.clear()
@@ -126,6 +127,7 @@ def test_preempted_requests_go_back_to_the_head_in_retraction_order():
         slot_of[rid] = st.occupy(rid, 4, 50, emitted, 10.0 + rid)
         st.prefilling.remove(slot_of[rid])
         st.ready[slot_of[rid]] = True
+        st.gen[slot_of[rid]] = emitted + 3  # the GPU's view runs a round ahead (overlap)
     rep.waiting.extend([6, 7])
     rep.retract(np.array([slot_of[3], slot_of[1]]))
     assert list(rep.waiting) == [3, 1, 6, 7]
