@@ -1,7 +1,8 @@
 """The serving loop's scheduler driven by hand, without a model: FCFS admission under the
 claim of prompt + max_new_tokens + 2B, prefill chunking under the token budget, where stop
 tokens and max_new_tokens cut a commit, the overlap mode's discarded extra round, and the
-guard that fails a request planned past its last possible round.
+guard that fails a request planned past its last possible round; the loop's stats (TTFT, TPOT,
+tau) on requests written by hand.
 
 Each step plans, then applies results written by hand as `[commit_len, tokens...]` rows
 (reference/serve/scheduler.py `apply`)."""
