@@ -110,14 +110,6 @@ MUTATIONS = [
         why="a candidate's token is read at its beam index instead of its rank",
     ),
     dict(
-        name="tree-padding-counted-real",
-        file="reference/tree.py",
-        original="    real = torch.isfinite(score)\n",
-        replacement="    real = score > float(\"-inf\") - 1\n",
-        tests=_PADDING,
-        why="padding nodes (score -inf) are taken for real ones: their tokens and parents",
-    ),
-    dict(
         name="tree-round-commits-padding-rows",
         file="reference/methods/dflash_tree.py",
         original="commit = (res.accept_lens + 1) * valid",

@@ -27,6 +27,7 @@ def _brute_force(tree, choice, b: int) -> tuple[int, int, list[int]]:
             continue
         path, node = [], i
         while node > 0:
+            assert len(path) < n, f"node {i}: its parents form a cycle"
             path.append(node)
             node = int(tree.parents[b, node])
         path = [0, *reversed(path)]
