@@ -221,14 +221,6 @@ MUTATIONS = [
         why="a prefill's first token is counted as an inter-token gap",
     ),
     dict(
-        name="sim-itl-stretch-weights-shifted",
-        file="simulator/rounds.py",
-        original="np.count_nonzero(ce[1:], axis=1)",
-        replacement="np.count_nonzero(ce[:-1], axis=1)",
-        tests=_TRACES,
-        why="a stretch's gap k is weighted by the requests emitting in round k-1, not k",
-    ),
-    dict(
         name="sim-itl-last-emit-first-round",
         file="simulator/rounds.py",
         original="st.last_emit[rows] = T[-1]",

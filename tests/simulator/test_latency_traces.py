@@ -3,7 +3,7 @@ scheduling policy's order (FCFS admission, preempted requests back at the head o
 
 Every trace runs one replica with a fixed one second per forward (prefill or decode, any
 batch) and nothing else costed, one-token prompts, sync mode: the hand timeline is then a
-list of one-second steps. Definitions (simulator/metrics.py): TTFT = first token - arrival,
+list of one-second steps (overlap mode: see its test). Definitions (simulator/metrics.py): TTFT = first token - arrival,
 TPOT = (finish - first token) / (output tokens - 1), ITL = every gap between successive
 token-emitting rounds of a request; a prefill step emits only first tokens, so a request
 decoding meanwhile sees a two-second gap.
@@ -19,10 +19,10 @@ from simulator.params import SimConfig
 from tests.simulator.helpers import FixedRoundCost, simulate, small
 
 
-def _trace(method: str, seed: int, **extra):
+def _trace(method: str, seed: int, mode: str = "sync", **extra):
     """Closed loop of 2 over 3 requests (the third arrives when the first finishes),
     output lengths drawn by `seed` (asserted by each test: its hand timeline needs them)."""
-    cfg = small(method, seed=seed, engine__mode="sync", engine__max_running_requests=2,
+    cfg = small(method, seed=seed, engine__mode=mode, engine__max_running_requests=2,
                 workload__arrival="closed_loop", workload__concurrency=2,
                 workload__num_requests=3, workload__prompt_tokens_mean=1,
                 workload__prompt_tokens_cv=0.0, workload__output_tokens_mean=4,
@@ -51,6 +51,26 @@ def test_plain_decoding_trace_with_a_prefill_between_rounds():
     assert res.summary["ttft_s"]["mean"] == pytest.approx(1.0)
     assert res.summary["tpot_s"]["mean"] == pytest.approx((1 + 10 / 9 + 1) / 3)
     assert res.summary["throughput"]["output_tok_s"] == pytest.approx(16 / 11)
+
+
+def test_overlap_trace_plans_a_round_ahead():
+    """The seed-4 trace in overlap mode: the host plans each step before it has read the
+    last, so round [2, 3] is planned for A and B before A's finish (at 2) is seen: A's row
+    rides it wasted, B emits B3; C, arriving at 2, is prefilled in [3, 4] (first token at 4,
+    TTFT 2); B and C decode [4, 7] (C done at 7), B alone [7, 11]. Gaps: A [1]; B [1, 1, 2,
+    1 x 6]; C [1, 1, 1]: again 13 summing to 14, the 2 s gap a round later."""
+    _, res = _trace("none", seed=4, mode="overlap")
+    r = res.requests
+    assert r["output_tokens"].tolist() == [2, 10, 4]
+    assert r["first_token_s"].tolist() == [1, 1, 4]
+    assert r["finish_s"].tolist() == [2, 11, 7]
+    assert r["ttft_s"].tolist() == [1, 1, 2]
+    assert r["tpot_s"] == pytest.approx([1.0, 10 / 9, 1.0])
+    assert r["decode_rounds"].tolist() == [1, 9, 3]  # A's wasted round is not one of its own
+    itl = res.summary["itl_s"]
+    assert itl["mean"] == pytest.approx(14 / 13) and itl["p99"] == 2.0
+    assert res.summary["speculation"]["wasted_rows"] == 3  # each request rides one round past
+    # its finish (B's is [11, 12])
 
 
 def test_three_token_commits_trace():
