@@ -2,11 +2,11 @@
 scheduling policy's order (FCFS admission, preempted requests back at the head of the queue).
 
 Every trace runs one replica with a fixed one second per forward (prefill or decode, any
-batch) and nothing else costed, one-token prompts, sync mode: the hand timeline is then a
-list of one-second steps (overlap mode: see its test). Definitions (simulator/metrics.py): TTFT = first token - arrival,
-TPOT = (finish - first token) / (output tokens - 1), ITL = every gap between successive
-token-emitting rounds of a request; a prefill step emits only first tokens, so a request
-decoding meanwhile sees a two-second gap.
+batch) and nothing else costed, one-token prompts, sync mode unless named: the hand
+timeline is then a list of one-second steps. Definitions (simulator/metrics.py): TTFT =
+first token - arrival, TPOT = (finish - first token) / (output tokens - 1), ITL = every gap
+between successive token-emitting rounds of a request; a prefill step emits only first
+tokens, so a request decoding meanwhile sees a two-second gap.
 """
 
 from __future__ import annotations
