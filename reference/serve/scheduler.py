@@ -15,6 +15,11 @@ docs/sglang.md 5.2: the true prefix is at most `host_len + B` (planning
 bound), and the row is reserved to `max(reserved, host_len + 2B)`, which covers the true
 prefix plus this round's block. Results are applied in launch order; rows of a request the
 host already saw finish (its extra round in overlap mode) are discarded, as in SGLang.
+
+Every decode round commits at least one token, so a request finishes within max_new_tokens
+- 1 rounds after its prefill, plus the discarded extra round in overlap mode: planning
+one more raises at once (a round that commits nothing, or a broken stop or length check,
+fails fast instead of decoding on).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Live:
     reserved: int = 0  # positions [0, reserved) of the row have slots
     tokens: list[int] = field(default_factory=list)
     commits: list[int] = field(default_factory=list)
+    rounds: int = 0  # decode rounds planned
     finished: bool = False
     released: bool = False
     discarded: int = 0  # result rows that arrived after the finish and were dropped
@@ -166,6 +172,12 @@ class Scheduler:
             return None
         block = self.block
         for lv in lives:
+            if lv.rounds >= lv.req.max_new_tokens:
+                raise RuntimeError(
+                    f"request {lv.req.rid} would get decode round {lv.rounds + 1} with "
+                    f"max_new_tokens = {lv.req.max_new_tokens}: a round committed nothing, "
+                    "or its stop or length check never fired")
+            lv.rounds += 1
             lv.reserved = max(lv.reserved, lv.host_len + 2 * block)
         self.pool.reserve_many([lv.row for lv in lives], [lv.reserved for lv in lives])
         return DecodePlan(lives, [lv.row for lv in lives], [lv.host_len + block for lv in lives])

@@ -170,6 +170,7 @@ def test_qk_norm_rope_write_zero_and_huge_heads(fn, dtype, scale):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 def test_gemv_zero_rows_single_element_and_huge_values():
     """A zero row of x gives a zero row; M = N = K = 1 is one product (exact in fp32);
     values of 1e18 (products 1e36) stay finite and exact up to fp32 rounding."""

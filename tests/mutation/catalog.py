@@ -2,8 +2,11 @@
 
 One dict per mutation (fields: tests/mutation/runner.py). Test paths are repository-
 relative; a mutation names the few test files that cover its code, so the CPU catalog
-runs in well under an hour on two cores.
+runs in well under an hour on two cores. The mutations of tests/mutation/catalog_serving.py
+(the code that came after this list) are appended.
 """
+
+from tests.mutation.catalog_serving import MUTATIONS as _SERVING
 
 MUTATIONS = [
     # simulator: methods, costs
@@ -736,3 +739,4 @@ MUTATIONS = [
         why="the all-layer GEMM's output read as (L, T, O) without the transpose",
     ),
 ]
+MUTATIONS += _SERVING

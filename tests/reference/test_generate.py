@@ -23,6 +23,7 @@ def _prompts(lens, vocab, seed=0):
     return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lens]
 
 
+@pytest.mark.timeout(300)  # whole generate runs per example: about a minute on 2 loaded cores
 @given(lens=st.lists(st.integers(1, 12), min_size=1, max_size=8),
        block=st.integers(1, 16), max_new=st.integers(1, 30),
        kind=st.sampled_from(["dflash", "oracle"]), stop_at=st.none() | st.integers(0, 29),
@@ -52,6 +53,7 @@ def test_speculative_greedy_equals_plain_greedy(target, drafter_dir, lens, block
     assert pool.free_slots == pool.num_slots - 1
 
 
+@pytest.mark.timeout(300)  # whole generate runs per example: about a minute on 2 loaded cores
 @given(lens=st.lists(st.integers(1, 12), min_size=1, max_size=6), max_new=st.integers(1, 24),
        stops=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 23)), max_size=3),
        seed=st.integers(0, 2**16))
@@ -157,6 +159,7 @@ def test_generate_queues_what_the_pool_cannot_hold_at_once(target):
         target.runtime = None
 
 
+@pytest.mark.timeout(300)  # whole generate runs per example: about a minute on 2 loaded cores
 @given(lens=st.lists(st.integers(1, 10), min_size=1, max_size=5), max_new=st.integers(1, 24),
        stop_picks=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 23)), max_size=3),
        block=st.integers(2, 8), lookahead=st.booleans(), seed=st.integers(0, 2**16))

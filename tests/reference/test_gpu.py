@@ -16,6 +16,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cuda_graph_engine_is_lossless(tiny_dir, drafter_dir, dtype):
     cpu = load_target(tiny_dir)
@@ -48,6 +49,7 @@ def test_cuda_sampling_runs_with_graphs(tiny_dir, drafter_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 @pytest.mark.parametrize("budget", [16, 48])
 def test_cuda_tree_decoding_equals_greedy_in_sync_and_overlap(budget):
     """The zoo pair (real acceptance, so paths are deep and slots are permuted every round)
@@ -70,6 +72,7 @@ def test_cuda_tree_decoding_equals_greedy_in_sync_and_overlap(budget):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cuda_fused_commit_keeps_tokens_and_rounds(tiny_dir, drafter_dir, dtype):
     """EngineOptions.fused_commit on CUDA graphs: acceptance and the draft-KV injection

@@ -213,6 +213,7 @@ def test_timeline_is_a_chrome_trace_of_host_phases_and_device_steps(target, dfla
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("check", [False, True])
 def test_cuda_overlap_is_lossless(tiny_dir, drafter_dir, check, tmp_path):
@@ -237,6 +238,7 @@ def test_cuda_overlap_is_lossless(tiny_dir, drafter_dir, check, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 @pytest.mark.gpu
 def test_cuda_loop_makes_no_implicit_sync(tiny_dir, drafter_dir, monkeypatch):
     """Under torch's sync debug mode no op of the loop syncs the host with the device

@@ -20,6 +20,7 @@ def _paths(tree, b: int) -> list[tuple[int, ...]]:
             continue
         path, node = [], i
         while node > 0:
+            assert len(path) < tree.tokens.shape[1], f"node {i}: its parents form a cycle"
             path.append(int(tree.tokens[b, node]))
             node = int(tree.parents[b, node])
         out.append(tuple(reversed(path)))
@@ -108,6 +109,7 @@ def _walk(tree, argmax, b: int) -> tuple[int, int]:
                and int(tree.tokens[b, i]) == int(argmax[b, node])]
         if not nxt:
             return depth, node
+        assert depth < tree.tokens.shape[1], "the walk runs past every node: a parent cycle"
         node, depth = nxt[0], depth + 1
 
 

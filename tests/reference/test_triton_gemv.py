@@ -87,6 +87,7 @@ def test_more_than_max_rows_stays_on_the_matmul(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 @pytest.mark.gpu
 def test_cuda_engine_with_triton_gemv_is_lossless(tiny_dir, drafter_dir, monkeypatch):
     """fp32 tiny target on CUDA (graphs): the switch on gives plain decode's tokens, and
@@ -112,6 +113,7 @@ def test_cuda_engine_with_triton_gemv_is_lossless(tiny_dir, drafter_dir, monkeyp
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 @pytest.mark.gpu
 def test_cuda_engine_with_deferred_residual_and_draft_kernels_is_lossless(tiny_dir,
                                                                           drafter_dir):
@@ -134,6 +136,7 @@ def test_cuda_engine_with_deferred_residual_and_draft_kernels_is_lossless(tiny_d
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # compiles kernels and graphs: about 2 minutes on a cold GPU
 @pytest.mark.gpu
 def test_cuda_engine_with_pdl_gives_the_same_tokens(tiny_dir, drafter_dir):
     """EngineOptions.pdl launches the same kernels, only earlier: bf16 tiny target on CUDA
