@@ -281,8 +281,9 @@ MUTATIONS = [
     dict(
         name="sim-itl-stretch-unweighted",
         file="simulator/metrics.py",
-        original="itl_w = np.concatenate([np.ones(sum(map(len, gaps))),",
-        replacement="itl_w = np.concatenate([np.ones(len(itl_v) - sum(map(len, gaps))),",
+        original="itl_w = np.concatenate([np.ones(sum(map(len, gaps))),\n"
+                 "                            *(w for r in reps for w in r.itl_weights)])",
+        replacement="itl_w = np.ones(len(itl_v))",
         tests=_TRACES,
         why="a stretch's shared gaps count once each, not once per request emitting",
     ),
