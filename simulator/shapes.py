@@ -11,6 +11,7 @@ token and shares slot indices with the target pool.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,11 +66,15 @@ class Stack:
 
     def shard(self, tp: int) -> Stack:
         """One rank's part under tensor parallelism of degree tp: query heads and the MLP
-        split tp ways, KV heads too, or replicated once tp exceeds them (Megatron layout)."""
+        split tp ways, KV heads too, or replicated once tp exceeds them (Megatron layout);
+        an MoE layer keeps all its experts and routing, each expert's width split tp ways
+        (SGLang's default tensor-parallel MoE), the router replicated."""
         if tp == 1:
             return self
-        return Stack(self.layers, self.hidden, self.heads // tp, max(self.kv_heads // tp, 1),
-                     self.head_dim, self.intermediate // tp, self.dtype_bytes)
+        return dataclasses.replace(
+            self, heads=self.heads // tp, kv_heads=max(self.kv_heads // tp, 1),
+            intermediate=self.intermediate // tp,
+            expert_intermediate=self.expert_intermediate // tp)
 
     @property
     def params_per_layer(self) -> int:

@@ -90,3 +90,20 @@ def test_lm_head_split_by_vocabulary_plus_one_gather():
 def test_tp_config_errors(override, match):
     with pytest.raises(ConfigError, match=match):
         SimConfig.coerce(override)
+
+
+def test_shard_keeps_an_moe_stack_moe():
+    # Qwen3-Coder-30B-A3B (conf/model/qwen3-coder-30b-a3b.yaml): 48 layers, hidden 2048,
+    # 32/4 heads of 128, 128 experts of width 768, 8 routed per token
+    moe = SimConfig.coerce({"model": {"name": "qwen3-coder-30b-a3b", "hidden_size": 2048,
+                                      "num_layers": 48, "num_heads": 32, "num_kv_heads": 4,
+                                      "head_dim": 128, "intermediate_size": 6144,
+                                      "num_experts": 128, "experts_per_token": 8,
+                                      "moe_intermediate_size": 768}}).model
+    half = Stack.of(moe).shard(2)
+    attn = 2048 * 128 * (2 * 16 + 2 * 2)
+    router = 2048 * 128
+    assert (half.experts, half.experts_per_token) == (128, 8)
+    assert half.params_per_layer == attn + router + 128 * 3 * 2048 * 384
+    assert half.active_params_per_layer == attn + router + 8 * 3 * 2048 * 384
+    assert 14e9 < half.params < 15e9  # half of the 29B in the layers, not a 1.4B dense stack
