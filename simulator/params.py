@@ -135,6 +135,13 @@ class EngineParams:
                                         "forward (routing, top-k, expert dispatch)")
     request_layer_overhead_s: float = param(0.0, 0.0, 1.0, doc="GPU time per request per "
                                             "decoder layer per forward (per-sequence work)")
+    spec_round_s: float = param(0.0, 0.0, 1.0, doc="speculative path: GPU seconds per "
+                                "speculative round beyond its priced forwards (the draft's "
+                                "own launches and sampling, the accept kernel, their syncs)")
+    spec_request_s: float = param(0.0, 0.0, 1.0, doc="speculative path: host seconds per "
+                                  "request per speculative round (accept bookkeeping, KV "
+                                  "slot moves), planned before the round: exposed under sync, "
+                                  "hidden under overlap while the GPU round is longer")
 
 
 @dataclass
