@@ -4,9 +4,11 @@
 no-speculation rows (`method` none, the only ones an engine profile is fitted on) and the
 speculative rows (predicted from their tau). Throughput is published three ways, all kept as
 published: tok/s; a speedup over the table's baseline row (Table 5: tok/s = speedup *
-baseline, `derived`); or, for a baseline (Table 12), the speculative row's tok/s divided by
-its speedup (`derived`). A table marked `unpredictable` lists its cells among the missing,
-with the reason.
+baseline, `derived`, `derived_from` "none"); or, for a baseline (Table 12), the speculative
+row's tok/s divided by its speedup (`derived`, `derived_from` that row's method). A baseline
+derived from a speculative row is not an independent datum (`Cell.fit_baseline`): a fit that
+read it would read the speculative cell it is then scored on. A table marked `unpredictable`
+lists its cells among the missing, with the reason.
 """
 
 from __future__ import annotations
@@ -33,10 +35,16 @@ class Cell:
     tau: float | None = None
     spec: str | None = None
     derived: bool = False
+    derived_from: str | None = None
 
     @property
     def baseline(self) -> bool:
         return self.method == "none"
+
+    @property
+    def fit_baseline(self) -> bool:
+        """A baseline published as itself (not a speculative row's tok/s over its speedup)."""
+        return self.baseline and self.derived_from is None
 
 
 @dataclass
@@ -57,13 +65,13 @@ def _per_c(value, n: int) -> list:
 def _row_cells(table: dict, row: dict, base: list[float] | None) -> list[Cell]:
     cs = table["concurrency"]
     if "tok_s" in row:
-        tok, derived = row["tok_s"], False
+        tok, derived_from = row["tok_s"], None
     elif "speedup" in row:
-        tok, derived = [s * b for s, b in zip(row["speedup"], base, strict=True)], True
+        tok, derived_from = [s * b for s, b in zip(row["speedup"], base, strict=True)], "none"
     else:
         ref = next(r for r in table["rows"] if r["method"] == row["from_speedup_of"])
         tok = [t / s for t, s in zip(ref["tok_s"], ref["speedup"], strict=True)]
-        derived = True
+        derived_from = ref["method"]
     taus = _per_c(row.get("tau"), len(cs))
     return [
         Cell(
@@ -77,7 +85,8 @@ def _row_cells(table: dict, row: dict, base: list[float] | None) -> list[Cell]:
             float(t),
             tau,
             row.get("spec"),
-            derived,
+            derived_from is not None,
+            derived_from,
         )
         for c, t, tau in zip(cs, tok, taus, strict=True)
     ]
