@@ -197,3 +197,17 @@ def test_committed_outputs_and_profiles_carry_the_fit():
         [r["predicted_tok_s"] / r["published_tok_s"] - 1 for r in rows],
         atol=1e-3,
     )
+
+
+@pytest.mark.parametrize("profile", ["sglang_v1", "sglang_v2", "vllm"])
+def test_profiles_host_prior_is_the_calibration_tables_host_line(profile):
+    """The published profiles' host times are the reference engine's measured DFlash host
+    line (conf/calibration/h200/qwen3-8b.json host.dflash: a + b n per round), split evenly
+    between planning and processing, a negative slope clipped to 0."""
+    root = HERE.parents[1]
+    line = json.loads((root / "conf/calibration/h200/qwen3-8b.json").read_text())["host"]
+    a, b = line["dflash"]["a_s"], max(line["dflash"]["b_s"], 0.0)
+    e = yaml.safe_load((root / "conf" / "engine" / f"{profile}.yaml").read_text())
+    assert e["host_plan_s"] + e["host_process_s"] == pytest.approx(a, rel=2e-3)
+    assert e["host_plan_per_req_s"] + e["host_process_per_req_s"] == pytest.approx(b, abs=1e-9)
+    assert e["host_plan_s"] == pytest.approx(e["host_process_s"])
