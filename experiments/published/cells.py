@@ -5,9 +5,11 @@ no-speculation rows (`method` none, the only ones an engine profile is fitted on
 speculative rows (predicted from their tau). Throughput is published three ways, all kept as
 published: tok/s; a speedup over the table's baseline row (Table 5: tok/s = speedup *
 baseline, `derived`, `derived_from` "none"); or, for a baseline (Table 12), the speculative
-row's tok/s divided by its speedup (`derived`, `derived_from` that row's method). A baseline
-derived from a speculative row is not an independent datum (`Cell.fit_baseline`): a fit that
-read it would read the speculative cell it is then scored on. A table marked `unpredictable`
+row's tok/s divided by its speedup (`derived`, `derived_from` that row's method). Such a
+baseline carries the speculative cell's own tok/s into the baseline fit, so that cell is no
+independent tok/s prediction: it is scored on its published speedup instead (`scored_on`
+"speedup": simulated speculative / simulated baseline tok/s against the published ratio),
+every other cell on its tok/s. A table marked `unpredictable`
 lists its cells among the missing, with the reason.
 """
 
@@ -36,15 +38,11 @@ class Cell:
     spec: str | None = None
     derived: bool = False
     derived_from: str | None = None
+    scored_on: str = "tok_s"
 
     @property
     def baseline(self) -> bool:
         return self.method == "none"
-
-    @property
-    def fit_baseline(self) -> bool:
-        """A baseline published as itself (not a speculative row's tok/s over its speedup)."""
-        return self.baseline and self.derived_from is None
 
 
 @dataclass
@@ -73,6 +71,7 @@ def _row_cells(table: dict, row: dict, base: list[float] | None) -> list[Cell]:
         tok = [t / s for t, s in zip(ref["tok_s"], ref["speedup"], strict=True)]
         derived_from = ref["method"]
     taus = _per_c(row.get("tau"), len(cs))
+    feeds_baseline = any(r.get("from_speedup_of") == row["method"] for r in table["rows"])
     return [
         Cell(
             table["source"],
@@ -87,6 +86,7 @@ def _row_cells(table: dict, row: dict, base: list[float] | None) -> list[Cell]:
             row.get("spec"),
             derived_from is not None,
             derived_from,
+            "speedup" if feeds_baseline else "tok_s",
         )
         for c, t, tau in zip(cs, tok, taus, strict=True)
     ]

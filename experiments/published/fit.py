@@ -1,13 +1,13 @@
 """Fitting an engine family's free kernel factors on published no-speculation throughput.
 
-`fit(pub)` reads the independent baseline cells only (`Cell.fit_baseline`: a baseline
-published as itself, not one derived from a speculative row's tok/s and speedup, as Table
-12's are): for each engine family on each
+`fit(pub)` reads the baseline cells only (`Cell.baseline`): for each engine family on each
 hardware it minimises the sum of squared log errors log(simulated / published) over that
 family's baseline cells by damped Gauss-Newton (Levenberg-Marquardt) with forward-difference
 Jacobians, each evaluation a full simulation of every cell. Parameters are searched in
 unbounded coordinates (logit of an efficiency, log of a time), so they stay in range. A
-speculative cell never enters: perturbing every speculative value leaves the fit unchanged
+speculative cell's value enters only through a baseline derived from it (Table 12's: its
+DFlash row's tok/s over its speedup), and such a cell is scored on its speedup
+(`Cell.scored_on`); perturbing any other speculative value leaves the fit unchanged
 (tests/experiments/test_published.py).
 
 Free parameters (`FREE`): SGLang's four (`simulator.engine_profiles.FITTED`: bandwidth
@@ -16,11 +16,7 @@ its baselines span three dense models of two depths and an MoE model. vLLM's pub
 baselines cover one model, where the bandwidth and the per-layer floor trade off exactly at
 c = 1, so its bandwidth efficiency is SGLang's on the same hardware (`SHARED`: the weight
 streaming of both engines runs the same GEMV class of kernels [INF]) and its MoE term is not
-fitted (no MoE baseline). Table 12's vLLM baselines are its DFlash row's tok/s divided by
-its speedup, so a fit on them would read the speculative cells it then predicts: they are
-held out, and a family without independent baselines takes its factors from another
-family on the same hardware (`TRANSFER`: vLLM from SGLang; `transfer` in the fit). vLLM's
-scheduling is not stated by its source (async scheduling is
+fitted (no MoE baseline). vLLM's scheduling is not stated by its source (async scheduling is
 opt-in), so both modes are fitted and the one with the smaller baseline error is kept
 (`MODES`; a mode changes how much host time the baseline exposes); SGLang's plain decoding
 runs its overlap scheduler by default.
@@ -51,7 +47,6 @@ START = {
     "moe_layer_overhead_s": 10e-6,
     "request_layer_overhead_s": 1e-6,
 }
-TRANSFER = {"vllm": "sglang"}
 ORDER = ("sglang", "vllm")  # SHARED values come from families fitted before
 MODES = {
     "vllm": ({"mode": "sync", "kv_reserve_blocks": 1}, {"mode": "overlap", "kv_reserve_blocks": 2})
@@ -128,19 +123,12 @@ def fit_family(
 
 def fit(pub: Published, evaluate: Evaluate = simulate, max_iter: int = 40) -> dict[str, dict]:
     """Fitted engine fields per `family@hardware` ({"values", "free", "cells",
-    "rms_log_error", "max_abs_error", ...}), from the independent baseline cells alone; a
-    family with none on a hardware takes `TRANSFER[family]`'s values there."""
+    "rms_log_error", "max_abs_error", ...}), from the baseline cells alone."""
     out: dict[str, dict] = {}
-    base = [c for c in pub.cells if c.fit_baseline]
+    base = [c for c in pub.cells if c.baseline]
     for family in ORDER:
-        for hw in sorted({c.hardware for c in pub.cells if FAMILY[c.engine] == family}):
+        for hw in sorted({c.hardware for c in base if FAMILY[c.engine] == family}):
             cells = [c for c in base if FAMILY[c.engine] == family and c.hardware == hw]
-            if not cells:
-                src = f"{TRANSFER[family]}@{hw}"
-                out[f"{family}@{hw}"] = {"values": dict(out[src]["values"]), "free": [],
-                                         "cells": 0, "transfer": TRANSFER[family],
-                                         "rms_log_error": None, "max_abs_error": None}
-                continue
             shared = {
                 k: out[f"{src}@{hw}"]["values"][k] for k, src in SHARED.get(family, {}).items()
             }
