@@ -22,7 +22,8 @@ source at that concurrency; they are marked `"anchor": true` in predictions.json
 
 Fitting (`fit_terms`): bounded least squares (scipy, trust region reflective) of log
 (predicted / published) over the fit cells, the terms in log space between 1 ns and 0.1 s
-(a term the cells cannot see stays at its 1 ns floor). Each fit cell's throughput at given
+(a term no fit cell responds to, as a host term under overlap while the GPU round is
+longer, is not identified: 0, and so marked). Each fit cell's throughput at given
 terms is read off its zero-term simulation (`Linear`): its decode round lengthens by
 spec_round_s + spec_request_s * n under sync, and to max(GPU round + spec_round_s, host
 round + spec_request_s * n) under overlap; every scored cell is then simulated at the fitted
@@ -120,8 +121,11 @@ def fit_terms(points: list[tuple[Linear, float]]) -> dict:
     if np.linalg.matrix_rank(jtj) == 2:
         cov = np.linalg.inv(jtj) * s2
         sig = [float(np.sqrt(cov[i, i])) for i in range(2)]
-    values = dict(zip(TERMS, map(float, np.exp(res.x)), strict=True))
+    seen = np.abs(res.jac).max(axis=0) > 1e-9
+    values = {t: float(np.exp(x)) if ok else 0.0
+              for t, x, ok in zip(TERMS, res.x, seen, strict=True)}
     return {"values": values, "log_sigma": dict(zip(TERMS, sig, strict=True)),
+            "identified": dict(zip(TERMS, map(bool, seen), strict=True)),
             "cells": len(points), "rms_log_error": float(np.sqrt(np.mean(res.fun ** 2)))}
 
 
@@ -130,7 +134,8 @@ Runner = Callable[[Cell, dict], dict]
 
 def schemes(pub: Published, fits: dict[str, dict], runner: Runner | None = None) -> dict:
     """Per scheme: the fitted terms per fold and every speculative cell's simulated tok/s
-    ({"terms": {fold: fit}, "tok_s": [per cell of `spec_cells(pub)`]})."""
+    ({"terms": {fold: fit}, "tok_s": [per cell of `spec_cells(pub)`]}); "target_tok_s":
+    what each cell is scored against (`targets`)."""
     values = {k.split("@")[0]: v["values"] for k, v in fits.items()}
 
     def run(c: Cell, terms: dict) -> dict:
@@ -144,12 +149,14 @@ def schemes(pub: Published, fits: dict[str, dict], runner: Runner | None = None)
     for c in cells:
         engine = {**conf("engine", c.engine), **values[FAMILY[c.engine]]}
         lin.append(Linear.of(run(c, zero), engine))
-    point = {c: (lin[i], c.published_tok_s) for i, c in enumerate(cells)}
+    target = targets(pub, cells, lambda b: run(b, zero)["throughput"]["output_tok_s"])
+    point = {c: (lin[i], target[i]) for i, c in enumerate(cells)}
 
     def predict(pick: Callable[[Cell], dict]) -> list[float]:
         return [run(c, pick(c))["throughput"]["output_tok_s"] for c in cells]
 
-    out: dict[str, dict] = {"baseline-only": {"terms": {}, "tok_s": [p.tok_s for p in lin]}}
+    out: dict[str, dict] = {"target_tok_s": target,
+                            "baseline-only": {"terms": {}, "tok_s": [p.tok_s for p in lin]}}
     anchored = {r: fit_terms([point[c] for c in cells if is_anchor(c) and RELEASE[c.source] == r])
                 for r in sorted(set(RELEASE.values()))}
     out["anchored"] = {"terms": anchored,
@@ -166,6 +173,21 @@ def schemes(pub: Published, fits: dict[str, dict], runner: Runner | None = None)
     out["leave-one-concurrency-out"] = {
         "terms": loco,
         "tok_s": predict(lambda c: loco[f"{RELEASE[c.source]}@c!={c.concurrency}"]["values"])}
+    return out
+
+
+def targets(pub: Published, cells: list[Cell], baseline_tok_s: Callable[[Cell], float]
+            ) -> list[float]:
+    """The tok/s each cell is scored against: its published tok/s, or for a cell scored on
+    its speedup (`Cell.scored_on`) the published speedup times its simulated baseline."""
+    base = {(b.source, b.model, b.dataset, b.concurrency): b for b in pub.cells if b.baseline}
+    out = []
+    for c in cells:
+        if c.scored_on == "speedup":
+            b = base[(c.source, c.model, c.dataset, c.concurrency)]
+            out.append(c.published_tok_s / b.published_tok_s * baseline_tok_s(b))
+        else:
+            out.append(c.published_tok_s)
     return out
 
 

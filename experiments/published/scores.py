@@ -3,7 +3,8 @@ error = simulated / published - 1; per group the median |error|, the worst, the 
 bias (median error) and a cluster-bootstrap 95% interval of the median |error| and of the
 bias, a cluster being one published row (source, model, dataset, method, engine: its cells
 at the row's concurrencies share a tau and a transcription); coverage = cells predicted /
-cells published.
+cells published. A cell scored on its speedup (`Cell.scored_on`) is compared with its
+published speedup times its simulated baseline (protocol.py `targets`).
 """
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ def score(pub: Published, cells: list[Cell], runs: dict) -> dict:
     out = {}
     published = len(pub.cells) - sum(c.baseline for c in pub.cells) + sum(
         not c.baseline for c, _ in pub.missing)
+    target = runs["target_tok_s"]
     for scheme, run in runs.items():
-        rows = [(c, t / c.published_tok_s - 1) for c, t in zip(cells, run["tok_s"], strict=True)
+        if scheme == "target_tok_s":
+            continue
+        rows = [(c, t / target[i] - 1) for i, (c, t) in enumerate(zip(cells, run["tok_s"],
+                                                                        strict=True))
                 if held_out(scheme, c)]
 
         def group(sel, rows=rows) -> dict:
@@ -92,6 +97,8 @@ def rows_for(cells: list[Cell], runs: dict) -> dict:
     each scheme's simulated tok/s."""
     return {
         i: {"anchor": is_anchor(c), "release": RELEASE[c.source], "regime": regime(c),
-            **{f"{s}_tok_s": round(float(run["tok_s"][i]), 1) for s, run in runs.items()}}
+            "scored_on": c.scored_on, "target_tok_s": round(float(runs["target_tok_s"][i]), 1),
+            **{f"{s}_tok_s": round(float(run["tok_s"][i]), 1) for s, run in runs.items()
+               if s != "target_tok_s"}}
         for i, c in enumerate(cells)
     }
