@@ -121,6 +121,9 @@ class EngineParams:
     prefill_launch_s: float = param(0.0, 0.0, 10.0, doc="host time to launch a prefill "
                                     "step (eager: a serving loop's measured prefill launch); "
                                     "its GPU work cannot end before it; 0: not modelled")
+    moe_calibration: str | None = param(None, doc="MoE: the table whose moe_experts curve "
+                                        "prices the expert GEMMs (simulator/moe_experts.py); "
+                                        "null: <hardware>/<model> when it has one")
     max_stretch_rounds: int = param(256, 1, 1 << 16, doc="decode rounds per event, at most")
     profile: str = param("generic", doc="engine profile name (conf/engine/<profile>.yaml)")
     source: str | None = param(None, doc="where the profile's kernel factors and host times "
