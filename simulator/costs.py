@@ -124,18 +124,20 @@ class RooflineCostModel:
 
     def _coefficients(self, st: Stack) -> tuple:
         """Seconds per unit: weights read (a dense stack's), per token (matmul,
-        activations), per attention pair (q_i, k_j), per KV token read or written; fixed
-        seconds per forward (all-reduce latencies included) and per request; the stack
+        activations), per attention pair (q_i, k_j) and per KV token read or written (a
+        hybrid's softmax layers only); fixed seconds per forward (all-reduce latencies
+        included) and per request (a hybrid's recurrent states read and written); the stack
         itself (an MoE stack's weight reads depend on the forward's tokens); all-reduce
         seconds per token (two per layer; zero without tensor parallelism)."""
         k = self.k
         act = st.layers * (6 * st.hidden + 3 * st.mlp_width_per_token) * st.dtype_bytes
         fixed = self.launch + st.layers * (k.layer_s + (k.moe_layer_s if st.experts else 0.0))
         latency, ring = self.allreduce
+        state_s = 2.0 * st.state_bytes_per_request / self.bw  # read and written per forward
         return (st.weight_bytes / self.bw, 2.0 * st.active_params / self.flops, act / self.bw,
-                4.0 * st.layers * st.heads * st.head_dim / self.attn_flops,
+                4.0 * st.attention_layers * st.heads * st.head_dim / self.attn_flops,
                 st.kv_bytes_per_token / self.bw, fixed + 2 * st.layers * latency,
-                st.layers * k.request_layer_s, st if st.experts else None,
+                st.layers * k.request_layer_s + state_s, st if st.experts else None,
                 2 * st.layers * ring)
 
     def _stack_s(self, coef: tuple, q: np.ndarray, kv: np.ndarray, causal: bool):

@@ -43,6 +43,11 @@ class ModelParams:
     num_experts: int = param(0, 0, 1 << 16, doc="MoE: routed experts per layer; 0: dense MLP")
     experts_per_token: int = param(0, 0, 1 << 16, doc="MoE: k, experts routed per token")
     moe_intermediate_size: int = param(0, 0, BIG, doc="MoE: one expert's SwiGLU width")
+    full_attention_interval: int = param(1, 1, 4096, doc="hybrid: one layer in this many has "
+                                         "softmax attention and a KV cache, the others "
+                                         "linear attention with a recurrent state; 1: all")
+    linear_state_bytes_per_layer: int = param(0, 0, BIG, doc="hybrid: one request's recurrent "
+                                              "(and conv) state in one linear-attention layer")
 
 
 @dataclass
