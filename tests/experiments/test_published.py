@@ -215,3 +215,27 @@ def test_profiles_host_prior_is_the_calibration_tables_host_line(profile):
     assert e["host_plan_s"] + e["host_process_s"] == pytest.approx(a, rel=2e-3)
     assert e["host_plan_per_req_s"] + e["host_process_per_req_s"] == pytest.approx(b, abs=1e-9)
     assert e["host_plan_s"] == pytest.approx(e["host_process_s"])
+
+
+def test_profiles_carry_the_anchored_speculative_terms():
+    """conf/engine/sglang_v1, sglang_v2 and vllm carry the speculative-path terms the
+    committed protocol fitted on their release's anchors (protocol.json)."""
+    terms = json.loads((HERE / "protocol.json").read_text())["terms"]["anchored"]
+    for profile, release in (("sglang_v1", "sglang-paper"), ("sglang_v2", "sglang-paper"),
+                             ("vllm", "vllm-paper")):
+        e = yaml.safe_load((HERE.parents[1] / "conf" / "engine" / f"{profile}.yaml").read_text())
+        for name, value in terms[release]["values"].items():
+            assert e[name] == pytest.approx(value, rel=2e-3, abs=1e-9), (profile, name)
+
+
+def test_anchors_are_one_concurrency_per_source_and_marked():
+    rows = json.loads((HERE / "predictions.json").read_text())
+    spec = [r for r in rows if r["method"] != "none"]
+    by = {}
+    for r in spec:
+        if r["anchor"]:
+            by.setdefault(r["source"], set()).add(r["concurrency"])
+    assert by and all(len(cs) == 1 for cs in by.values())
+    assert all((r["role"] == "anchor") == r["anchor"] for r in spec)
+    # every speculative cell of an anchor source at its anchor concurrency is an anchor
+    assert all(r["anchor"] == (r["concurrency"] in by.get(r["source"], ())) for r in spec)
