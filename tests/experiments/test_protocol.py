@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from experiments.published.cells import load
-from experiments.published.protocol import ANCHOR_C, Linear, fit_terms, is_anchor, regime
+from experiments.published.protocol import (
+    ANCHOR_C,
+    Linear,
+    fit_terms,
+    is_anchor,
+    loto_sources,
+    regime,
+)
 from experiments.published.scores import stats
 
 
@@ -51,3 +58,10 @@ def test_anchors_and_regimes_of_the_cells():
     assert sum(is_anchor(c) for c in cells) == 7 + 9 + 3 + 2
     got = {regime(c) for c in cells}
     assert got == {"dense SGLang V2", "Spec V1", "EAGLE trees", "MoE", "vLLM"}
+
+
+def test_leave_one_table_out_takes_the_engine_familys_other_sources():
+    got = loto_sources([c for c in load().cells if not c.baseline])
+    assert got["sglang-pr23000"] == {"dflash-table3", "dflash-table5"}
+    assert got["dflash-table3"] == {"dflash-table5", "sglang-pr23000"}
+    assert got["dflash-table12"] == {"dflash-table3", "dflash-table5", "sglang-pr23000"}
