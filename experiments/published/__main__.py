@@ -6,12 +6,14 @@ the declared anchor cells and predicts every other speculative cell from its tau
 schemes (experiments/published/protocol.py: anchored, leave-one-table-out, leave-one-
 concurrency-out, baseline-only), and writes predictions.json, fit.json, protocol.json,
 report.md and predicted_vs_published.png (default: experiments/published/). About 10
-minutes on one CPU core.
+minutes on one CPU core; `--fits F` takes the baseline fits from a fit.json written before
+(the fit is deterministic; the protocol alone takes about a minute).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from experiments.published.cells import HERE, load
@@ -23,9 +25,10 @@ from experiments.published.report import predictions, write
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=HERE)
+    ap.add_argument("--fits", type=Path, default=None, help="fit.json to reuse")
     args = ap.parse_args()
     pub = load()
-    fits = fit(pub)
+    fits = json.loads(args.fits.read_text())["fits"] if args.fits else fit(pub)
     runs = schemes(pub, fits)
     rows = predictions(pub, fits, runs)
     command = "python -m experiments.published"

@@ -14,10 +14,11 @@ source at that concurrency; they are marked `"anchor": true` in predictions.json
 - `anchored`: each release's terms fitted on its own anchors (what conf/engine/ carries);
   its anchors are fitted, all other cells held out;
 - `leave-one-table-out` (headline): the cells of source S predicted with the terms fitted
-  on the anchors of the other sources of S's engine family, pooled across its releases
-  (`loto_sources`: SGLang's Table 3, Table 5 and PR #23000 stand in for each other; vLLM's
-  Table 12, the only vLLM source, takes every SGLang anchor), so the Spec V2 gain scored on
-  PR #23000 is predicted from the paper's tables;
+  on the anchors of every other source, pooled;
+- `leave-one-table-out, same engine`: the same with only the other sources of S's engine
+  family (`loto_sources`: SGLang's Table 3, Table 5 and PR #23000 stand in for each other;
+  Table 12, the only vLLM source, takes every SGLang anchor); in both the Spec V2 gain
+  scored on PR #23000 is predicted from the paper's tables;
 - `leave-one-concurrency-out`: the cells at concurrency c predicted with each release's
   terms fitted on all of that release's speculative cells at other concurrencies;
 - `baseline-only`: both terms zero (the baseline fit transferred as is).
@@ -163,10 +164,13 @@ def schemes(pub: Published, fits: dict[str, dict], runner: Runner | None = None)
                 for r in sorted(set(RELEASE.values()))}
     out["anchored"] = {"terms": anchored,
                        "tok_s": predict(lambda c: anchored[RELEASE[c.source]]["values"])}
-    loto = {s: fit_terms([point[c] for c in cells if is_anchor(c) and c.source in others])
-            for s, others in loto_sources(cells).items()}
-    out["leave-one-table-out"] = {"terms": loto,
-                                  "tok_s": predict(lambda c: loto[c.source]["values"])}
+    sources = sorted({c.source for c in cells})
+    for scheme, others in (("leave-one-table-out", {s: set(sources) - {s} for s in sources}),
+                           ("leave-one-table-out, same engine", loto_sources(cells))):
+        terms = {s: fit_terms([point[c] for c in cells if is_anchor(c) and c.source in o])
+                 for s, o in others.items()}
+        out[scheme] = {"terms": terms,
+                       "tok_s": predict(lambda c, t=terms: t[c.source]["values"])}
     loco = {}
     for conc in sorted({c.concurrency for c in cells}):
         for r in sorted(set(RELEASE.values())):
