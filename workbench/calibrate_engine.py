@@ -17,9 +17,10 @@ The fit is bounded least squares (scipy, trust region reflective) of log(simulat
 measured) output tok/s, each parameter searched as its log between 1 ns and 0.1 s. It
 prints each run's residual and each parameter's 1-sigma relative uncertainty (from the
 Jacobian: cov = s^2 (J^T J)^-1 in log space, s^2 the residual variance; none when the runs
-leave no degree of freedom), and writes conf/engine/<NAME>.yaml (`--out`: another folder)
-with the files it came from. The throughput compared is the benchmark definition (output
-tokens over the run's duration) at the run's own request count.
+leave no degree of freedom; a parameter no run responds to, as a host term hidden under
+overlap, is not identified and written as 0), and writes conf/engine/<NAME>.yaml (`--out`:
+another folder) with the files it came from. The throughput compared is the benchmark
+definition (output tokens over the run's duration) at the run's own request count.
 """
 
 from __future__ import annotations
@@ -111,9 +112,13 @@ def fit(runs: list[BenchRun], model: dict, hardware: dict, base: dict, spec: dic
     if dof > 0 and np.linalg.matrix_rank(jtj) == len(names):
         cov = np.linalg.inv(jtj) * float(res.fun @ res.fun) / dof
         sigma = {n: float(np.sqrt(cov[i, i])) for i, n in enumerate(names)}
-    return {"values": {n: float(v) for n, v in zip(names, np.exp(res.x), strict=True)},
-            "log_sigma": sigma, "residuals": [float(v) for v in np.expm1(res.fun)],
-            "engine": engine(res.x)}
+    seen = np.abs(res.jac).max(axis=0) > 1e-6
+    values = {n: float(v) if ok else 0.0
+              for n, v, ok in zip(names, np.exp(res.x), seen, strict=True)}
+    return {"values": values, "log_sigma": sigma,
+            "identified": dict(zip(names, map(bool, seen), strict=True)),
+            "residuals": [float(v) for v in np.expm1(res.fun)],
+            "engine": {**base, **values}}
 
 
 def profile_yaml(name: str, base_name: str, files: list[str], result: dict) -> str:
@@ -159,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     for n, v in result["values"].items():
         s = result["log_sigma"][n]
         unc = "no residual degrees of freedom" if s is None else f"+-{100 * s:.0f}% (1 sigma)"
+        if not result["identified"][n]:
+            unc = "not identified (no run responds to it, e.g. host time hidden by overlap): 0"
         print(f"{n} = {v:.4g} s  {unc}")
     out = (args.out or conf_dir() / "engine") / f"{args.name}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
