@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     for n, v in result["values"].items():
         s = result["log_sigma"][n]
         unc = "no residual degrees of freedom" if s is None else f"+-{100 * s:.0f}% (1 sigma)"
+        if result["identified"][n] and not LO * 1.01 < v < HI * 0.99:
+            unc = "at its bound: the runs ask for a value outside 1 ns..0.1 s"
         if not result["identified"][n]:
             unc = "not identified (no run responds to it, e.g. host time hidden by overlap): 0"
         print(f"{n} = {v:.4g} s  {unc}")
