@@ -35,6 +35,7 @@ from common.survival import logistic_survival
 from simulator import dspark_confidence as conf
 from simulator.acceptance import solve_logit0
 from simulator.params import SimConfig
+from simulator.steady import throughput_for
 
 PAPER_TAU = {"humaneval": (4.64, 5.52), "mtbench": (3.11, 3.72)}  # (DFlash, DSpark), gamma 7
 DECAY = {"dflash": 0.106, "dspark": 0.05}
@@ -93,7 +94,7 @@ def run_one(dataset: str, c: int, method: str, block: int, seed: int, **options)
     })
     s = simulator.run(cfg).summary
     sp = s["speculation"]
-    return {"throughput_tok_s": s["throughput"]["output_tok_s"],
+    return {"throughput_tok_s": throughput_for(s)[0],
             "tpot_ms": 1e3 * s["tpot_s"]["mean"], "tau": sp["tau"],
             "verify_tokens_per_req": sp["verified_tokens"] / max(sum(sp["commit_hist"]), 1)}
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import simulator
 from common.methods import BASELINE
 from simulator.params import SimConfig
+from simulator.steady import throughput_for
 
 CONCURRENCY = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 P_ISD, A_LINEARSPEC = 0.905, 0.853
@@ -50,7 +51,7 @@ def run(label: str, spec: dict, c: int) -> dict:
                                          "num_requests": max(64, 4 * c)}})
     s = simulator.run(cfg).summary
     return {"method": label, "concurrency": c,
-            "tok_s": s["throughput"]["output_tok_s"],
+            "tok_s": throughput_for(s)[0],
             "tok_s_per_user": 1.0 / s["tpot_s"]["mean"],
             "tpot_ms_p50": 1e3 * s["tpot_s"]["p50"],
             "tau": s["speculation"]["tau"],

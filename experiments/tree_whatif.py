@@ -30,6 +30,7 @@ import simulator
 from experiments.tree_whatif_report import write
 from simulator.costs import RooflineCostModel
 from simulator.params import SimConfig
+from simulator.steady import steady_goodput, throughput_for
 
 CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 BUDGETS = (16, 32, 64, 128)
@@ -95,8 +96,8 @@ def run_one(task: tuple) -> dict:
         "concurrency": c,
         "seed": seed,
         "method": method,
-        "throughput_tok_s": s["throughput"]["output_tok_s"],
-        "goodput_req_s": s["goodput"]["requests_s"],
+        "throughput_tok_s": throughput_for(s)[0],
+        "goodput_req_s": steady_goodput(s),
         "goodput_fraction": s["goodput"]["fraction"],
         "tpot_p50_ms": 1e3 * s["tpot_s"]["p50"],
         "tau": sp["tau"],

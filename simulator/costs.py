@@ -8,7 +8,9 @@ priced in one call; the answer is a float for one round, else an array of shape 
 linear layers and, separately, for attention, plus the fixed GPU times of the engine profile
 (a launch per forward, a floor per decoder layer and per MoE layer, a per-sequence term per
 request and layer; simulator/engine_profiles.py `KernelFactors`); an MoE stack reads the
-experts its tokens route to (simulator/shapes.py `Stack.weight_bytes_read`). The LM head +
+experts its tokens route to (simulator/shapes.py `Stack.weight_bytes_read`), and where the
+engine's MoE measurement exists its expert GEMMs are priced by their measured efficiency
+at the forward's tokens per expert instead (simulator/moe_experts.py). The LM head +
 sampling and DFlash's draft-KV materialization are priced the same way; the host as a
 constant plus a per-request term. Under tensor parallelism (`engine.tp_size` = tp > 1) each
 GPU runs one rank's shard of every layer (`Stack.shard`; LM head split by vocabulary) and
@@ -27,6 +29,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from simulator.engine_profiles import KernelFactors, roofline_source
+from simulator.moe_experts import expert_curve, expert_gemm_s
 from simulator.params import SimConfig
 from simulator.shapes import Stack, draft_stack, fusion_params
 
@@ -94,6 +97,8 @@ class RooflineCostModel:
         self._draft_coef = self._coefficients(d) if d else None
         self.host = (e.host_plan_s, e.host_plan_per_req_s, e.host_process_s,
                      e.host_process_per_req_s)
+        self.moe_curve = expert_curve(cfg)
+        self.peak = hw.matmul_tflops * 1e12
 
     def _aggregates(self, q: np.ndarray, kv: np.ndarray) -> tuple:
         """(tokens, sum q*kv, sum kv + tokens, sum q(q+1)/2, sum q^2) of a batch; the last
@@ -119,27 +124,35 @@ class RooflineCostModel:
 
     def _coefficients(self, st: Stack) -> tuple:
         """Seconds per unit: weights read (a dense stack's), per token (matmul,
-        activations), per attention pair (q_i, k_j), per KV token read or written; fixed
-        seconds per forward (all-reduce latencies included) and per request; the stack
+        activations), per attention pair (q_i, k_j) and per KV token read or written (a
+        hybrid's softmax layers only); fixed seconds per forward (all-reduce latencies
+        included) and per request (a hybrid's recurrent states read and written); the stack
         itself (an MoE stack's weight reads depend on the forward's tokens); all-reduce
         seconds per token (two per layer; zero without tensor parallelism)."""
         k = self.k
         act = st.layers * (6 * st.hidden + 3 * st.mlp_width_per_token) * st.dtype_bytes
         fixed = self.launch + st.layers * (k.layer_s + (k.moe_layer_s if st.experts else 0.0))
         latency, ring = self.allreduce
+        state_s = 2.0 * st.state_bytes_per_request / self.bw  # read and written per forward
         return (st.weight_bytes / self.bw, 2.0 * st.active_params / self.flops, act / self.bw,
-                4.0 * st.layers * st.heads * st.head_dim / self.attn_flops,
+                4.0 * st.attention_layers * st.heads * st.head_dim / self.attn_flops,
                 st.kv_bytes_per_token / self.bw, fixed + 2 * st.layers * latency,
-                st.layers * k.request_layer_s, st if st.experts else None,
+                st.layers * k.request_layer_s + state_s, st if st.experts else None,
                 2 * st.layers * ring)
 
     def _stack_s(self, coef: tuple, q: np.ndarray, kv: np.ndarray, causal: bool):
         w_s, tok_flop_s, tok_act_s, pair_s, kv_tok_s, fixed_s, req_s, moe, ar_tok_s = coef
         tokens, qkv, kv_tokens, pairs_causal, pairs_full = self._aggregates(q, kv)
-        if moe is not None:
-            w_s = moe.weight_bytes_read(tokens) / self.bw
-        fixed = (max(tokens * tok_flop_s, w_s + tokens * tok_act_s) + fixed_s
-                 + req_s * q.shape[-1] + tokens * ar_tok_s)
+        if moe is not None and self.moe_curve is not None:
+            shared = 2.0 * moe.layers * moe.shared_params_per_layer
+            linear = (max(tokens * shared / self.flops,
+                          shared / 2.0 * self.dtype / self.bw + tokens * tok_act_s)
+                      + expert_gemm_s(self.moe_curve, moe, tokens, self.peak))
+        else:
+            if moe is not None:
+                w_s = moe.weight_bytes_read(tokens) / self.bw
+            linear = max(tokens * tok_flop_s, w_s + tokens * tok_act_s)
+        fixed = linear + fixed_s + req_s * q.shape[-1] + tokens * ar_tok_s
         pairs = qkv + (pairs_causal if causal else pairs_full)
         if kv.ndim == 1:
             return fixed + max(float(pairs) * pair_s, float(kv_tokens) * kv_tok_s)

@@ -14,6 +14,15 @@ A profile is one option of the `engine` config group (conf/engine/<profile>.yaml
   kernels reach, the launch per forward, and GPU time the roofline does not see: per decoder
   layer per forward (kernel floors), per MoE layer (routing, dispatch), per request per layer
   (per-sequence attention work);
+- the speculative path's own costs (`spec_path_s`), two physical terms per engine release:
+  `spec_round_s`, GPU seconds per speculative round that no priced forward holds (the
+  draft's own launches and sampling, the accept kernel, the syncs between them), and
+  `spec_request_s`, host seconds per request per speculative round (accept bookkeeping, KV
+  slot moves) planned before the round, so exposed under sync and hidden under overlap
+  while the GPU round is longer; both zero for plain decoding and for a round that drafts
+  nothing (K = 0 of `spec.verify_schedule`). A fit on plain decoding cannot see them: they
+  are fitted on declared anchor cells (experiments/published/protocol.py) or on an engine's
+  own benchmark output (`workbench calibrate-engine`);
 - `source`: where those numbers come from, carried into every summary (`cost_source`).
 
 Profiles: `generic` (overlap.yaml, sync.yaml: the hardware file's efficiencies, estimated
@@ -31,6 +40,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.calibration import check_model, table_path
 from simulator.methods import METHODS
 from simulator.params import ConfigError, SimConfig
@@ -41,6 +52,19 @@ FITTED = (
     "moe_layer_overhead_s",
     "request_layer_overhead_s",
 )
+
+
+SPEC_TERMS = ("spec_round_s", "spec_request_s")
+
+
+def spec_path_s(cfg: SimConfig, q, n: int):
+    """(GPU seconds added to each round, host seconds added to planning) of decode rounds
+    with verify lengths q ((n,) for every round alike, (rounds, n) per round) of n requests:
+    `spec_round_s` on every round that drafts, `spec_request_s * n` when any does."""
+    e = cfg.engine
+    q = np.asarray(q)
+    drafts = q.sum(axis=-1) > q.shape[-1]
+    return e.spec_round_s * drafts, e.spec_request_s * n * bool(np.any(drafts))
 
 
 @dataclass(frozen=True)

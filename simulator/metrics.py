@@ -7,8 +7,12 @@ finished requests meeting both the TTFT and TPOT SLOs. tau = mean commit length 
 rounds (bonus included; what an engine's log reports); tau_per_request = mean over requests of
 their own mean (the papers' benchmark definition, which the presets match); rejected per
 committed = (verified - committed) / committed tokens.
-Throughput is over [first arrival, last finish]. Little's law compares the sampled mean number
-in the system with arrival rate times mean E2E (only when every request finished).
+Throughput: `output_tok_s` is the benchmark figure, over [first arrival, last finish] (what
+`sglang.bench_serving` and `vllm bench serve` print; it depends on the request count);
+`throughput.steady` is the rate with warm-up and drain cut (simulator/steady.py gives the
+rule); what-ifs, break-evens and the config search read the steady figure. Little's law
+compares the sampled mean number in the system with arrival rate times mean E2E (only when
+every request finished).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from simulator.steady import steady_summary
 
 if TYPE_CHECKING:
     from simulator.cluster import Cluster
@@ -81,6 +87,14 @@ def _littles_law(req, finished, samples: np.ndarray, t0: float, t1: float) -> di
             "samples": len(inside)}
 
 
+def _steady_k(cfg, samples: np.ndarray) -> int:
+    """k of the steady window: a closed loop's concurrency, else the most requests the
+    sampler saw running (simulator/steady.py)."""
+    if cfg.workload.arrival == "closed_loop":
+        return int(cfg.workload.concurrency)
+    return int(samples[:, 3].max()) if len(samples) else 1
+
+
 def summarize(cluster: Cluster, wall_s: float) -> SimResult:
     """Summary, records and time series of a finished `Cluster` run."""
     cfg, req, reps = cluster.cfg, cluster.req, cluster.replicas
@@ -129,7 +143,9 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
         "throughput": {"output_tok_s": out_tokens / span,
                        "output_tok_s_per_gpu": out_tokens / span
                        / (n_gpu * cfg.engine.tp_size),
-                       "requests_s": int(finished.sum()) / span},
+                       "requests_s": int(finished.sum()) / span,
+                       "steady": steady_summary(req, ok, _steady_k(cfg, samples), n_gpu,
+                                                cfg.engine.tp_size)},
         "ttft_s": weighted_stats(rec["ttft_s"]), "tpot_s": weighted_stats(rec["tpot_s"]),
         "itl_s": weighted_stats(itl_v, itl_w), "e2e_s": weighted_stats(rec["e2e_s"]),
         "goodput": {"slo_ttft_s": cfg.metrics.slo_ttft_s, "slo_tpot_s": cfg.metrics.slo_tpot_s,

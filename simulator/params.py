@@ -43,6 +43,11 @@ class ModelParams:
     num_experts: int = param(0, 0, 1 << 16, doc="MoE: routed experts per layer; 0: dense MLP")
     experts_per_token: int = param(0, 0, 1 << 16, doc="MoE: k, experts routed per token")
     moe_intermediate_size: int = param(0, 0, BIG, doc="MoE: one expert's SwiGLU width")
+    full_attention_interval: int = param(1, 1, 4096, doc="hybrid: one layer in this many has "
+                                         "softmax attention and a KV cache, the others "
+                                         "linear attention with a recurrent state; 1: all")
+    linear_state_bytes_per_layer: int = param(0, 0, BIG, doc="hybrid: one request's recurrent "
+                                              "(and conv) state in one linear-attention layer")
 
 
 @dataclass
@@ -121,6 +126,9 @@ class EngineParams:
     prefill_launch_s: float = param(0.0, 0.0, 10.0, doc="host time to launch a prefill "
                                     "step (eager: a serving loop's measured prefill launch); "
                                     "its GPU work cannot end before it; 0: not modelled")
+    moe_calibration: str | None = param(None, doc="MoE: the table whose moe_experts curve "
+                                        "prices the expert GEMMs (simulator/moe_experts.py); "
+                                        "null: <hardware>/<model> when it has one")
     max_stretch_rounds: int = param(256, 1, 1 << 16, doc="decode rounds per event, at most")
     profile: str = param("generic", doc="engine profile name (conf/engine/<profile>.yaml)")
     source: str | None = param(None, doc="where the profile's kernel factors and host times "
@@ -135,6 +143,13 @@ class EngineParams:
                                         "forward (routing, top-k, expert dispatch)")
     request_layer_overhead_s: float = param(0.0, 0.0, 1.0, doc="GPU time per request per "
                                             "decoder layer per forward (per-sequence work)")
+    spec_round_s: float = param(0.0, 0.0, 1.0, doc="speculative path: GPU seconds per "
+                                "speculative round beyond its priced forwards (the draft's "
+                                "own launches and sampling, the accept kernel, their syncs)")
+    spec_request_s: float = param(0.0, 0.0, 1.0, doc="speculative path: host seconds per "
+                                  "request per speculative round (accept bookkeeping, KV "
+                                  "slot moves), planned before the round: exposed under sync, "
+                                  "hidden under overlap while the GPU round is longer")
 
 
 @dataclass

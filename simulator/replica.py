@@ -26,6 +26,7 @@ import simpy
 
 from simulator.acceptance import AcceptanceModel
 from simulator.costs import CostModel
+from simulator.engine_profiles import spec_path_s
 from simulator.methods import SpecMethod
 from simulator.params import SimConfig
 from simulator.rounds import Record, RoundsMixin
@@ -248,9 +249,10 @@ class Replica(RoundsMixin):
                                st.reserved[rows], st.kv_free, self.reserve_tokens, self.lag)
         if q.ndim == 2:  # verify lengths per round (DSpark): keep the stretch's rounds
             q = q[:commits.length]
-        gpu = np.atleast_1d(self.method.decode_gpu_s(self.cost, q, commits.kv))
-        H, s, e, plan_s, proc_s = self._timeline(now, gpu, len(rows),
-                                                 method_plan_s=self.method.host_plan_s(len(rows)))
+        spec_gpu, spec_host = spec_path_s(self.cfg, q, len(rows))
+        gpu = np.atleast_1d(self.method.decode_gpu_s(self.cost, q, commits.kv) + spec_gpu)
+        H, s, e, plan_s, proc_s = self._timeline(
+            now, gpu, len(rows), method_plan_s=self.method.host_plan_s(len(rows)) + spec_host)
         return Iteration("decode", H, s, e, gpu, plan_s, proc_s, rows=rows,
                          epochs=st.epoch[rows], q=q, commits=commits, releases=st.releases)
 

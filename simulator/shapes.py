@@ -1,8 +1,11 @@
 """Model arithmetic: parameter counts, weight and KV bytes, and the KV pool a replica gets.
 
-A `Stack` is a run of identical decoder layers (the target, or a drafter made of layers of the
-target's shape); an MoE target's layers route each token to k of E experts, so the weight
-bytes a forward reads grow with its tokens (`Stack.weight_bytes_read`, `expected_experts`).
+A `Stack` is a run of decoder layers of one shape (the target, or a drafter made of layers of
+the target's shape); a hybrid target (Qwen3.5) has softmax attention with a KV cache in one
+layer of `attention_every` and linear attention with a fixed recurrent state per request in
+the others, their projections counted as the softmax layers' [INF]; an MoE target's layers
+route each token to k of E experts, so the weight bytes a forward reads grow with its tokens
+(`Stack.weight_bytes_read`, `expected_experts`).
 `kv_budget` turns hardware memory, `mem_fraction_static`, the weights of the target and
 drafter, and the KV bytes per token of both pools into the number of KV slots (tokens) of one
 replica, as SGLang sizes its pools: the draft pool has one slot per target
@@ -11,6 +14,7 @@ token and shares slot indices with the target pool.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +39,8 @@ class Stack:
     experts: int = 0
     experts_per_token: int = 0
     expert_intermediate: int = 0
+    attention_every: int = 1
+    state_bytes: int = 0
 
     @classmethod
     def of(cls, m: ModelParams, layers: int | None = None) -> Stack:
@@ -45,7 +51,24 @@ class Stack:
                        m.intermediate_size, m.dtype_bytes)
         return cls(m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_dim,
                    m.intermediate_size, m.dtype_bytes, m.num_experts, m.experts_per_token,
-                   m.moe_intermediate_size)
+                   m.moe_intermediate_size, m.full_attention_interval,
+                   m.linear_state_bytes_per_layer)
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with softmax attention and a KV cache (a hybrid's one in
+        `attention_every`; every layer otherwise)."""
+        return self.layers // self.attention_every if self.attention_every > 1 else self.layers
+
+    @property
+    def linear_layers(self) -> int:
+        """A hybrid's linear-attention layers (a fixed-size recurrent state per request)."""
+        return self.layers - self.attention_layers
+
+    @property
+    def state_bytes_per_request(self) -> int:
+        """One request's recurrent state over all linear-attention layers."""
+        return self.linear_layers * self.state_bytes
 
     @property
     def attn_params(self) -> int:
@@ -65,11 +88,16 @@ class Stack:
 
     def shard(self, tp: int) -> Stack:
         """One rank's part under tensor parallelism of degree tp: query heads and the MLP
-        split tp ways, KV heads too, or replicated once tp exceeds them (Megatron layout)."""
+        split tp ways, KV heads too, or replicated once tp exceeds them (Megatron layout);
+        an MoE layer keeps all its experts and routing, each expert's width split tp ways
+        (SGLang's default tensor-parallel MoE), the router replicated."""
         if tp == 1:
             return self
-        return Stack(self.layers, self.hidden, self.heads // tp, max(self.kv_heads // tp, 1),
-                     self.head_dim, self.intermediate // tp, self.dtype_bytes)
+        return dataclasses.replace(
+            self, heads=self.heads // tp, kv_heads=max(self.kv_heads // tp, 1),
+            intermediate=self.intermediate // tp,
+            expert_intermediate=self.expert_intermediate // tp,
+            state_bytes=self.state_bytes // tp)
 
     @property
     def params_per_layer(self) -> int:
@@ -111,8 +139,8 @@ class Stack:
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """K and V of every layer for one token."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+        """K and V of every softmax-attention layer for one token."""
+        return 2 * self.attention_layers * self.kv_heads * self.head_dim * self.dtype_bytes
 
 
 def expected_experts(tokens: np.ndarray | float, experts: int, k: int) -> np.ndarray | float:
@@ -178,12 +206,15 @@ class KVBudget:
 
 
 def kv_budget(cfg: SimConfig) -> KVBudget:
-    """KV slots of one replica: (memory * mem_fraction_static - weights) / bytes per token,
-    all per GPU under tensor parallelism (`engine.tp_size`; the drafter's fusion projection
-    is replicated on every rank)."""
+    """KV slots of one replica: (memory * mem_fraction_static - weights - a hybrid's
+    recurrent states) / bytes per token, all per GPU under tensor parallelism
+    (`engine.tp_size`; the drafter's fusion projection is replicated on every rank). A
+    hybrid target's states are a pool of `engine.max_running_requests` slots allocated
+    up front, as SGLang sizes its state pool; they count as target weights here."""
     m, tp = cfg.model, cfg.engine.tp_size
     usable = cfg.hardware.memory_gb * 1e9 * cfg.engine.mem_fraction_static
-    target_w = target_weight_bytes(m, tp)
+    target_w = (target_weight_bytes(m, tp) + cfg.engine.max_running_requests
+                * Stack.of(m).shard(tp).state_bytes_per_request)
     draft = draft_stack(cfg)
     draft = draft.shard(tp) if draft else None
     draft_w = (draft.params + fusion_params(cfg)) * m.dtype_bytes if draft else 0

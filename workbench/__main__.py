@@ -17,6 +17,8 @@ COMMANDS = {
     "kernels-check": ("kernels.check", "check every Triton kernel against its oracle"),
     "serve-bench": ("workbench.serve.bench", "serving loop: sync vs overlap, concurrency sweep"),
     "calibrate": ("workbench.calibrate.cli", "time the engine's pieces on the GPU -> cost tables"),
+    "calibrate-engine": ("workbench.calibrate.engine",
+                         "an engine profile fitted on sglang/vLLM benchmark output"),
     "validate": ("workbench.validate.cli", "engine runs (GPU) vs simulator predictions (report)"),
     "report": ("workbench.report", "a multirun folder -> one CSV, table, plot (search: best)"),
     "reproduce": ("workbench.reproduce.cli", "paper tables and figures vs the workbench (report)"),

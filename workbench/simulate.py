@@ -48,6 +48,7 @@ from common.paths import conf_dir
 from simulator.engine_profiles import auto_table, cost_model_name
 from simulator.methods import METHODS
 from simulator.params import ConfigError, SimConfig, SpecParams
+from simulator.steady import throughput_for
 from workbench.config import SimulateConfig, error_line, load, register_configs
 from workbench.results import setup_title, write_json, write_requests_csv
 from workbench.search.space import job_objective
@@ -134,8 +135,10 @@ def cost_keys(results: Runs) -> dict[str, str]:
 
 
 def table(results: Runs, point_name: str) -> Table:
-    """The terminal summary: one row per run, speedup against the baseline at that point;
-    tau twice, each labelled: pooled per round (the glossary's tau: committed tokens over
+    """The terminal summary: one row per run, tok/s as the benchmark figure and in steady
+    state (simulator/steady.py; "-" for a run too short for a window), the speedup against
+    the baseline at that point on steady state (the benchmark figure where a run has no
+    window); tau twice, each labelled: pooled per round (the glossary's tau: committed tokens over
     decode rounds, all requests together) and the per-request mean (each request's tau,
     averaged; the acceptance preset's target, so it reads as the published value). The
     title names the model, hardware, engine profile and cost model; the caption where the
@@ -146,17 +149,20 @@ def table(results: Runs, point_name: str) -> Table:
               caption=f"cost source: {keys['cost_source']}; tau pooled: per round over all "
                       "requests; tau per-req: per-request mean")
     for col in ("c" if point_name == "concurrency" else "req/s", "method", "tok/s",
-                "vs\nnone", "tau\npooled", "tau\nper-req", "TTFT50\nms", "TPOT50\nms",
+                "steady\ntok/s", "vs\nnone", "tau\npooled", "tau\nper-req", "TTFT50\nms",
+                "TPOT50\nms",
                 "ITL99\nms", "E2E99\ns", "good-\nput", "GPU", "pre-\nempt"):
         t.add_column(col, justify="right", no_wrap=True)
     for label, point, r in results:
         s = r.summary
         tok = s["throughput"]["output_tok_s"]
+        steady, basis = throughput_for(s)
         ref = base.get(point)
-        speed = f"{tok / ref.summary['throughput']['output_tok_s']:.2f}x" if ref else "-"
+        speed = f"{steady / throughput_for(ref.summary)[0]:.2f}x" if ref else "-"
         e2e = s["e2e_s"]["p99"]
         tau = s["speculation"]
-        t.add_row("-" if point is None else f"{point:g}", label, f"{tok:,.0f}", speed,
+        t.add_row("-" if point is None else f"{point:g}", label, f"{tok:,.0f}",
+                  f"{steady:,.0f}" if basis == "steady" else "-", speed,
                   f"{tau['tau'] or 1:.2f}", f"{tau['tau_per_request'] or 1:.2f}",
                   _ms(s["ttft_s"]["p50"]),
                   _ms(s["tpot_s"]["p50"]), _ms(s["itl_s"]["p99"]),

@@ -4,9 +4,13 @@
 no-speculation rows (`method` none, the only ones an engine profile is fitted on) and the
 speculative rows (predicted from their tau). Throughput is published three ways, all kept as
 published: tok/s; a speedup over the table's baseline row (Table 5: tok/s = speedup *
-baseline, `derived`); or, for a baseline (Table 12), the speculative row's tok/s divided by
-its speedup (`derived`). A table marked `unpredictable` lists its cells among the missing,
-with the reason.
+baseline, `derived`, `derived_from` "none"); or, for a baseline (Table 12), the speculative
+row's tok/s divided by its speedup (`derived`, `derived_from` that row's method). Such a
+baseline carries the speculative cell's own tok/s into the baseline fit, so that cell is no
+independent tok/s prediction: it is scored on its published speedup instead (`scored_on`
+"speedup": simulated speculative / simulated baseline tok/s against the published ratio),
+every other cell on its tok/s. A table marked `unpredictable`
+lists its cells among the missing, with the reason.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class Cell:
     tau: float | None = None
     spec: str | None = None
     derived: bool = False
+    derived_from: str | None = None
+    scored_on: str = "tok_s"
 
     @property
     def baseline(self) -> bool:
@@ -57,14 +63,15 @@ def _per_c(value, n: int) -> list:
 def _row_cells(table: dict, row: dict, base: list[float] | None) -> list[Cell]:
     cs = table["concurrency"]
     if "tok_s" in row:
-        tok, derived = row["tok_s"], False
+        tok, derived_from = row["tok_s"], None
     elif "speedup" in row:
-        tok, derived = [s * b for s, b in zip(row["speedup"], base, strict=True)], True
+        tok, derived_from = [s * b for s, b in zip(row["speedup"], base, strict=True)], "none"
     else:
         ref = next(r for r in table["rows"] if r["method"] == row["from_speedup_of"])
         tok = [t / s for t, s in zip(ref["tok_s"], ref["speedup"], strict=True)]
-        derived = True
+        derived_from = ref["method"]
     taus = _per_c(row.get("tau"), len(cs))
+    feeds_baseline = any(r.get("from_speedup_of") == row["method"] for r in table["rows"])
     return [
         Cell(
             table["source"],
@@ -77,7 +84,9 @@ def _row_cells(table: dict, row: dict, base: list[float] | None) -> list[Cell]:
             float(t),
             tau,
             row.get("spec"),
-            derived,
+            derived_from is not None,
+            derived_from,
+            "speedup" if feeds_baseline else "tok_s",
         )
         for c, t, tau in zip(cs, tok, taus, strict=True)
     ]

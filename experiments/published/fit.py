@@ -5,7 +5,9 @@ hardware it minimises the sum of squared log errors log(simulated / published) o
 family's baseline cells by damped Gauss-Newton (Levenberg-Marquardt) with forward-difference
 Jacobians, each evaluation a full simulation of every cell. Parameters are searched in
 unbounded coordinates (logit of an efficiency, log of a time), so they stay in range. A
-speculative cell never enters: perturbing every speculative value leaves the fit unchanged
+speculative cell's value enters only through a baseline derived from it (Table 12's: its
+DFlash row's tok/s over its speedup), and such a cell is scored on its speedup
+(`Cell.scored_on`); perturbing any other speculative value leaves the fit unchanged
 (tests/experiments/test_published.py).
 
 Free parameters (`FREE`): SGLang's four (`simulator.engine_profiles.FITTED`: bandwidth

@@ -1,11 +1,13 @@
 """Predictions, errors and the written report of the published-fidelity experiment.
 
-`predictions(pub, fits)` simulates every cell with its engine family's fitted values: the
-baseline cells are the fit's own (role `fit`), every other one is a prediction from its tau
-(role `prediction`). `summary(rows)` scores the predictions against the targets: median
-|error| <= 10%, none worse than 25%, and the Spec V2 gain at c = 32 (SGLang PR #23000's pair,
-the LMSYS post's +33%) within 5 points. `write(...)` writes predictions.json, fit.json,
-report.md and predicted_vs_published.png.
+`predictions(pub, fits, runs)` simulates every baseline with its engine family's fitted
+values (role `fit`) and takes every speculative cell from the protocol's anchored scheme
+(experiments/published/protocol.py: role `anchor` for the cells its speculative terms are
+fitted on, `prediction` for the held-out ones). `summary(rows)` scores the anchored
+scheme's held-out predictions: median |error| <= 10%, none worse than 25%, and the Spec V2
+gain at c = 32 (SGLang PR #23000's pair, the LMSYS post's +33%) within 5 points.
+`write(...)` writes predictions.json, fit.json, protocol.json (experiments/published/
+protocol_report.py), report.md and predicted_vs_published.png.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.published.cells import Published
+from experiments.published.protocol import spec_cells
+from experiments.published.scores import rows_for
 from experiments.published.setup import FAMILY, conf, simulate
 
 TARGET_MEDIAN, TARGET_WORST, TARGET_GAIN, GAIN_POINTS = 0.10, 0.25, 0.33, 0.05
@@ -29,28 +33,34 @@ PRIORS = (
 )
 
 
-def predictions(pub: Published, fits: dict[str, dict]) -> list[dict]:
-    """One row per cell (the keys of predictions.json), in the cells' order."""
+def predictions(pub: Published, fits: dict[str, dict], runs: dict) -> list[dict]:
+    """One row per cell (the keys of predictions.json), in the cells' order: a baseline as
+    the fit simulates it (role `fit`); a speculative cell under the protocol's `anchored`
+    scheme (role `anchor` for the anchors, `prediction` for the held-out cells), error
+    against what it is scored on (protocol.py `targets`), and every scheme's tok/s."""
     values = {k.split("@")[0]: v["values"] for k, v in fits.items()}
-    tok = simulate(pub, pub.cells, values)
-    return [
-        {
-            "source": c.source,
-            "model": c.model,
-            "hardware": c.hardware,
-            "engine": c.engine,
-            "dataset": c.dataset,
-            "method": c.method,
-            "concurrency": c.concurrency,
-            "predicted_tok_s": round(float(t), 1),
-            "published_tok_s": c.published_tok_s,
-            "tau": c.tau,
-            "derived": c.derived,
-            "role": "fit" if c.baseline else "prediction",
-            "error": round(float(t) / c.published_tok_s - 1.0, 4),
+    base = iter(simulate(pub, [c for c in pub.cells if c.baseline], values))
+    spec = iter(range(len(spec_cells(pub))))
+    extra = rows_for(spec_cells(pub), runs)
+    out = []
+    for c in pub.cells:
+        row = {
+            "source": c.source, "model": c.model, "hardware": c.hardware, "engine": c.engine,
+            "dataset": c.dataset, "method": c.method, "concurrency": c.concurrency,
+            "published_tok_s": c.published_tok_s, "tau": c.tau, "derived": c.derived,
         }
-        for c, t in zip(pub.cells, tok, strict=True)
-    ]
+        if c.baseline:
+            t = float(next(base))
+            row.update(predicted_tok_s=round(t, 1), role="fit", anchor=False,
+                       error=round(t / c.published_tok_s - 1.0, 4))
+        else:
+            i = next(spec)
+            t, target = runs["anchored"]["tok_s"][i], runs["target_tok_s"][i]
+            row.update(predicted_tok_s=round(float(t), 1), **extra[i],
+                       role="anchor" if extra[i]["anchor"] else "prediction",
+                       error=round(float(t) / target - 1.0, 4))
+        out.append(row)
+    return out
 
 
 def spec_v2_gain(rows: list[dict], c: int = 32) -> dict:
@@ -110,7 +120,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
         ax.plot(x, x * (1 + f), "k" + ls, lw=0.6)
         ax.plot(x, x * (1 - f), "k" + ls, lw=0.6, label=f"+-{round(100 * f)}%")
     for src in sorted({r["source"] for r in rows}):
-        for role, marker in (("fit", "x"), ("prediction", "o")):
+        for role, marker in (("fit", "x"), ("anchor", "s"), ("prediction", "o")):
             sel = [r for r in rows if r["source"] == src and r["role"] == role]
             if sel:
                 ax.scatter(
@@ -240,17 +250,24 @@ def markdown(pub: Published, rows: list[dict], fits: dict, s: dict, command: str
     return "\n".join(out) + "\n"
 
 
-def write(out: Path, pub: Published, fits: dict, rows: list[dict], command: str) -> dict:
-    """predictions.json, fit.json, report.md and predicted_vs_published.png under `out`."""
+def write(out: Path, pub: Published, fits: dict, rows: list[dict], command: str,
+          runs: dict) -> dict:
+    """predictions.json, fit.json, protocol.json, report.md (the protocol's section first)
+    and predicted_vs_published.png under `out`; returns the protocol's scores."""
+    from experiments.published import protocol_report
+
     out.mkdir(parents=True, exist_ok=True)
     s = summary(rows)
     (out / "predictions.json").write_text(json.dumps(rows, indent=1) + "\n")
     (out / "fit.json").write_text(json.dumps({"fits": fits, "summary": s}, indent=1) + "\n")
-    (out / "report.md").write_text(markdown(pub, rows, fits, s, command))
+    scores = protocol_report.write(out, pub, runs)
+    text = markdown(pub, rows, fits, s, command).split("\n## ", 1)
+    section = protocol_report.markdown(pub, runs, scores, command)
+    (out / "report.md").write_text(f"{text[0]}\n{section}\n## {text[1]}")
     plot(
         rows,
         out / "predicted_vs_published.png",
         f"{COST_MODEL} costs, B200 datasheet peaks; engine profiles sglang_v1/v2, vllm\n"
         "kernel factors fitted on published no-speculation columns only",
     )
-    return s
+    return scores

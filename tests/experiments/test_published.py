@@ -89,6 +89,28 @@ def test_fit_never_reads_a_speculative_column():
     assert {k: v["values"] for k, v in again.items()} == {k: v["values"] for k, v in fitted.items()}
 
 
+def test_a_cell_whose_tok_s_enters_a_fit_is_scored_on_its_speedup(tmp_path):
+    """Perturbing the speculative rows of cells.json itself moves a fit only through a
+    baseline derived from a speculative row (Table 12's), and exactly those rows' cells are
+    scored on their speedup; every other fit is unchanged."""
+    doc = json.loads((HERE / "cells.json").read_text())
+    fitted = fit(load(), toy_evaluate([]), max_iter=8)
+    for table in doc["tables"]:
+        for row in table["rows"]:
+            if row["method"] != "none" and "tok_s" in row:
+                row["tok_s"] = [1.7 * v for v in row["tok_s"]]
+    path = tmp_path / "cells.json"
+    path.write_text(json.dumps(doc))
+    again = fit(load(path), toy_evaluate([]), max_iter=8)
+    moved = {k for k in fitted if again[k]["values"] != fitted[k]["values"]}
+    assert moved == {"vllm@b200"}
+    feeding = {c.source for c in load().cells if c.derived_from not in (None, "none")}
+    assert feeding == {"dflash-table12"}
+    for c in load().cells:
+        want = "speedup" if c.source in feeding and not c.baseline else "tok_s"
+        assert c.scored_on == want, c
+
+
 def test_fit_recovers_known_factors():
     """Baselines made by the stand-in from known factors are fitted back to them."""
     pub = load()
@@ -174,8 +196,49 @@ def test_committed_outputs_and_profiles_carry_the_fit():
     pub = load()
     assert len(rows) == len(pub.cells) and all(KEYS <= set(r) for r in rows)
     assert [r["published_tok_s"] for r in rows] == [c.published_tok_s for c in pub.cells]
+    # a cell scored on its speedup is compared with its target (published speedup times its
+    # simulated baseline), every other one with its published tok/s
     np.testing.assert_allclose(
         [r["error"] for r in rows],
-        [r["predicted_tok_s"] / r["published_tok_s"] - 1 for r in rows],
+        [r["predicted_tok_s"] / r.get("target_tok_s", r["published_tok_s"]) - 1 for r in rows],
         atol=1e-3,
     )
+    assert {r["source"] for r in rows if r.get("scored_on") == "speedup"} == {"dflash-table12"}
+
+
+@pytest.mark.parametrize("profile", ["sglang_v1", "sglang_v2", "vllm"])
+def test_profiles_host_prior_is_the_calibration_tables_host_line(profile):
+    """The published profiles' host times are the reference engine's measured DFlash host
+    line (conf/calibration/h200/qwen3-8b.json host.dflash: a + b n per round), split evenly
+    between planning and processing, a negative slope clipped to 0."""
+    root = HERE.parents[1]
+    line = json.loads((root / "conf/calibration/h200/qwen3-8b.json").read_text())["host"]
+    a, b = line["dflash"]["a_s"], max(line["dflash"]["b_s"], 0.0)
+    e = yaml.safe_load((root / "conf" / "engine" / f"{profile}.yaml").read_text())
+    assert e["host_plan_s"] + e["host_process_s"] == pytest.approx(a, rel=2e-3)
+    assert e["host_plan_per_req_s"] + e["host_process_per_req_s"] == pytest.approx(b, abs=1e-9)
+    assert e["host_plan_s"] == pytest.approx(e["host_process_s"])
+
+
+def test_profiles_carry_the_anchored_speculative_terms():
+    """conf/engine/sglang_v1, sglang_v2 and vllm carry the speculative-path terms the
+    committed protocol fitted on their release's anchors (protocol.json)."""
+    terms = json.loads((HERE / "protocol.json").read_text())["terms"]["anchored"]
+    for profile, release in (("sglang_v1", "sglang-paper"), ("sglang_v2", "sglang-paper"),
+                             ("vllm", "vllm-paper")):
+        e = yaml.safe_load((HERE.parents[1] / "conf" / "engine" / f"{profile}.yaml").read_text())
+        for name, value in terms[release]["values"].items():
+            assert e[name] == pytest.approx(value, rel=2e-3, abs=1e-9), (profile, name)
+
+
+def test_anchors_are_one_concurrency_per_source_and_marked():
+    rows = json.loads((HERE / "predictions.json").read_text())
+    spec = [r for r in rows if r["method"] != "none"]
+    by = {}
+    for r in spec:
+        if r["anchor"]:
+            by.setdefault(r["source"], set()).add(r["concurrency"])
+    assert by and all(len(cs) == 1 for cs in by.values())
+    assert all((r["role"] == "anchor") == r["anchor"] for r in spec)
+    # every speculative cell of an anchor source at its anchor concurrency is an anchor
+    assert all(r["anchor"] == (r["concurrency"] in by.get(r["source"], ())) for r in spec)

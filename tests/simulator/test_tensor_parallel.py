@@ -90,3 +90,49 @@ def test_lm_head_split_by_vocabulary_plus_one_gather():
 def test_tp_config_errors(override, match):
     with pytest.raises(ConfigError, match=match):
         SimConfig.coerce(override)
+
+
+def test_shard_keeps_an_moe_stack_moe():
+    # Qwen3-Coder-30B-A3B (conf/model/qwen3-coder-30b-a3b.yaml): 48 layers, hidden 2048,
+    # 32/4 heads of 128, 128 experts of width 768, 8 routed per token
+    moe = SimConfig.coerce({"model": {"name": "qwen3-coder-30b-a3b", "hidden_size": 2048,
+                                      "num_layers": 48, "num_heads": 32, "num_kv_heads": 4,
+                                      "head_dim": 128, "intermediate_size": 6144,
+                                      "num_experts": 128, "experts_per_token": 8,
+                                      "moe_intermediate_size": 768}}).model
+    half = Stack.of(moe).shard(2)
+    attn = 2048 * 128 * (2 * 16 + 2 * 2)
+    router = 2048 * 128
+    assert (half.experts, half.experts_per_token) == (128, 8)
+    assert half.params_per_layer == attn + router + 128 * 3 * 2048 * 384
+    assert half.active_params_per_layer == attn + router + 8 * 3 * 2048 * 384
+    assert 14e9 < half.params < 15e9  # half of the 29B in the layers, not a 1.4B dense stack
+
+
+def test_hybrid_stack_keeps_kv_for_its_softmax_layers_and_a_state_pool():
+    # Qwen3.5-9B (conf/model/qwen3.5-9b.yaml): 32 layers, 8 of them softmax (one in 4),
+    # 4 KV heads of 256; 24 linear layers of 2,146,304 state bytes per request
+    model = {"name": "qwen3.5-9b", "hidden_size": 4096, "num_layers": 32, "num_heads": 16,
+             "num_kv_heads": 4, "head_dim": 256, "intermediate_size": 12288,
+             "vocab_size": 248320}
+
+    def cfg(**m):
+        return SimConfig.coerce({"model": {**model, **m}, "engine": {"max_running_requests": 32},
+                                 "spec": {"method": "none", "block_size": 1, "draft_layers": 0}})
+
+    hybrid = cfg(full_attention_interval=4, linear_state_bytes_per_layer=2146304)
+    dense = cfg()
+    st = Stack.of(hybrid.model)
+    assert st.kv_bytes_per_token == 2 * 8 * 4 * 256 * 2
+    assert st.state_bytes_per_request == 24 * 2146304
+    b_h, b_d = kv_budget(hybrid), kv_budget(dense)
+    assert b_h.target_weight_bytes - b_d.target_weight_bytes == 32 * 24 * 2146304
+    usable = 141e9 * 0.85
+    assert b_h.capacity_tokens == int((usable - b_h.target_weight_bytes)
+                                      // (2 * 8 * 4 * 256 * 2))
+    # a decode step of one request at kv 0 reads and writes its state once per forward
+    cost_h, cost_d = RooflineCostModel(hybrid), RooflineCostModel(dense)
+    q, kv = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    extra = cost_h.target_forward_s(q, kv) - cost_d.target_forward_s(q, kv)
+    bw = 4.3e12  # h200 hbm_tbps, the hardware file's bandwidth efficiency 1.0
+    assert extra == pytest.approx(2 * 24 * 2146304 / bw, rel=0.05)

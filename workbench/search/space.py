@@ -3,11 +3,13 @@
 The search is a Hydra multirun under the Optuna sweeper (conf/experiment/config_search.yaml):
 every trial is one `simulate` job, and the job's return value is its objective.
 
-- `slo_goodput(run)`: finished requests per second that met both SLOs (`goodput.requests_s`
-  of simulator/metrics.py, a request counts when its TTFT <= `metrics.slo_ttft_s` and its
-  TPOT <= `metrics.slo_tpot_s`), counted only when the run's p99 TTFT and p99 TPOT meet the
-  same SLOs; 0 otherwise. A run that keeps its p99 under the SLOs serves >= 98% of its
-  requests within both, so the objective is then close to its request throughput.
+- `slo_goodput(run)`: finished requests per second that met both SLOs in the run's steady
+  window (`throughput.steady.goodput_requests_s`, simulator/steady.py; the whole run's
+  `goodput.requests_s` when the run is too short for a window; a request counts when its
+  TTFT <= `metrics.slo_ttft_s` and its TPOT <= `metrics.slo_tpot_s`), counted only when
+  the run's p99 TTFT and p99 TPOT meet the same SLOs; 0 otherwise. A run that keeps its
+  p99 under the SLOs serves >= 98% of its requests within both, so the objective is then
+  close to its request throughput.
 - `job_objective(runs, method)`: the highest `slo_goodput` of the job's own method (the added
   `spec=none` baseline does not count), over the job's load points.
 - `conditional_space(cfg, trial)`: the sweeper's `custom_search_space` hook; it adds the
@@ -28,6 +30,7 @@ import yaml
 
 from common.paths import conf_dir
 from simulator.methods import METHODS
+from simulator.steady import steady_goodput
 
 
 def slo_goodput(run: Mapping[str, Any]) -> float:
@@ -35,7 +38,7 @@ def slo_goodput(run: Mapping[str, Any]) -> float:
     g, ttft, tpot = run["goodput"], run["ttft_s"]["p99"], run["tpot_s"]["p99"]
     if ttft is None or tpot is None or ttft > g["slo_ttft_s"] or tpot > g["slo_tpot_s"]:
         return 0.0
-    return float(g["requests_s"])
+    return steady_goodput(run)
 
 
 def job_objective(runs: Sequence[Mapping[str, Any]], method: str) -> float:
