@@ -24,6 +24,7 @@ from common.methods import BASELINE
 from simulator.calibration import REPO_CONF, heldout_report, load_calibration
 from simulator.metrics import weighted_stats
 from workbench import validation_diag as diag
+from workbench.atomic import atomic_path
 
 METRICS = ("throughput", "tpot_mean", "tpot_p99", "ttft", "decode_tput")
 LABELS = {"throughput": "throughput tok/s", "tpot_mean": "mean TPOT ms",
@@ -177,7 +178,8 @@ def write_plot(rows: list[dict], path: Path) -> None:
                ylabel=f"predicted {LABELS[m]}")
     axes[0].legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
