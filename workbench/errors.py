@@ -40,39 +40,46 @@ def ranged(kind: type, lo: float | None = None, hi: float | None = None,
         x = _number(kind, text)
         below = lo is not None and (x <= lo if open_lo else x < lo)
         if below or (hi is not None and x > hi) or x != x:
-            left = "(" if open_lo else "["
-            raise argparse.ArgumentTypeError(
-                f"{text} is outside {left}{'-inf' if lo is None else lo}, "
-                f"{'inf' if hi is None else hi}]")
+            word = "outside" if hi is not None else "not"
+            raise argparse.ArgumentTypeError(f"{text} is {word} {span(lo, hi, open_lo)}")
         return x
     parse.__name__ = kind.__name__
     return parse
 
 
-def int_list(lo: int, hi: int) -> Callable[[str], list[int]]:
-    """An argparse type: comma-separated integers, each in [lo, hi], at least one."""
+def span(lo: float | None, hi: float | None, open_lo: bool = False) -> str:
+    """The accepted range in words: "[1, 256]", ">= 1", "> 0"."""
+    if hi is None:
+        return f"{'>' if open_lo else '>='} {lo}"
+    return f"{'(' if open_lo else '['}{'-inf' if lo is None else lo}, {hi}]"
+
+
+def int_list(lo: int, hi: int) -> Callable[[str], str]:
+    """An argparse type: comma-separated integers, each in [lo, hi], at least one; returns
+    them comma-joined ("1, 4" -> "1,4")."""
     one = ranged(int, lo, hi)
 
-    def parse(text: str) -> list[int]:
+    def parse(text: str) -> str:
         items = [t for t in text.split(",") if t.strip()]
         if not items:
             raise argparse.ArgumentTypeError(f"{text!r} holds no value (e.g. 1,4,16)")
-        return [one(t.strip()) for t in items]
+        return ",".join(str(one(t.strip())) for t in items)
     parse.__name__ = "list of integers"
     return parse
 
 
-def name_list(choices: Iterable[str]) -> Callable[[str], list[str]]:
-    """An argparse type: comma-separated names, each one of `choices`, at least one."""
+def name_list(choices: Iterable[str]) -> Callable[[str], str]:
+    """An argparse type: comma-separated names, each one of `choices`, at least one;
+    returns them comma-joined."""
     allowed = tuple(choices)
 
-    def parse(text: str) -> list[str]:
+    def parse(text: str) -> str:
         items = [t.strip() for t in text.split(",") if t.strip()]
         bad = [t for t in items if t not in allowed]
         if bad or not items:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: each name must be one of {', '.join(allowed)}")
-        return items
+        return ",".join(items)
     parse.__name__ = "list of names"
     return parse
 
