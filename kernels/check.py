@@ -41,7 +41,19 @@ def run_all(dev: str, ops=OPS, done=lambda: None) -> list[tuple]:
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Check the ops named in `argv` (default: every op); an unknown op or flag is an error."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m kernels.check",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("ops", nargs="*", metavar="OP", help=f"ops to check (default all: "
+                   f"{', '.join(OPS)})")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    unknown = [o for o in args.ops if o not in OPS]
+    if unknown:
+        p.exit(2, f"{p.prog}: error: unknown op {unknown[0]} (ops: {', '.join(OPS)})\n")
+    ops = tuple(args.ops) or OPS
     dev = _pick_device()
     from rich.console import Console
     from rich.progress import Progress
@@ -49,8 +61,8 @@ def main() -> int:
 
     start, err = time.perf_counter(), Console(stderr=True)
     with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("kernels vs oracles", total=sum(len(b.CHECKS) for b in _benches(OPS)))
-        rows = run_all(dev, done=lambda: bar.advance(task))
+        task = bar.add_task("kernels vs oracles", total=sum(len(b.CHECKS) for b in _benches(ops)))
+        rows = run_all(dev, ops, done=lambda: bar.advance(task))
     mode = "CUDA" if dev == "cuda" else "CPU, TRITON_INTERPRET=1"
     table = Table(title=f"Triton kernels vs PyTorch oracles ({mode}, "
                         f"{time.perf_counter() - start:.1f} s)")

@@ -32,6 +32,7 @@ import argparse
 from pathlib import Path
 
 from common.engine_options import add_arguments, from_args
+from workbench.errors import OneLineParser
 from workbench.prompts import (
     Prompt,
     UsageError,
@@ -41,13 +42,6 @@ from workbench.prompts import (
     read_prompt_file,
     stop_token_ids,
 )
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line (`--help` shows the usage)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def _number(kind: type, rule: str, ok):
@@ -66,8 +60,8 @@ def _number(kind: type, rule: str, ok):
 POSITIVE = _number(int, ">= 1", lambda v: v >= 1)
 
 
-def _parser() -> _Parser:
-    p = _Parser(
+def _parser() -> OneLineParser:
+    p = OneLineParser(
         prog="python -m workbench decode",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -154,6 +148,9 @@ def _given_prompts(args) -> list[Prompt] | None:
 
 
 def _check_flags(args) -> None:
+    if "" in args.stop:
+        raise UsageError("--stop '': an empty stop string would cut every completion to "
+                         "nothing (give a non-empty string)")
     if args.method and args.drafter:
         raise UsageError("give --method or --drafter, not both")
     if args.block_size is not None and not args.drafter:
