@@ -58,29 +58,33 @@ from workbench.bench.report import (
     print_result,
     print_stamp,
 )
+from workbench.errors import need_cuda
 
 BOUND_TOK_S = 263.0  # 16.4 GB of weights at 4.30 TB/s
 
 
-def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int):
-    """transformers generate on the same weights: (decode tok/s, greedy tokens)."""
+def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int,
+                    device: str = "cuda", dtype: torch.dtype = torch.bfloat16):
+    """transformers generate on the same weights (`state`, of `dtype` on `device`):
+    (decode tok/s, greedy tokens)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     cfg = dict(PRESETS[preset])
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    torch.set_default_dtype(dtype)
+    with torch.device(device):
         model = Qwen3ForCausalLM(Qwen3Config(**cfg, attn_implementation="eager"))
     torch.set_default_dtype(torch.float32)
     model.load_state_dict(state, assign=True)
     model.eval().generation_config.eos_token_id = None
-    ids = torch.tensor([prompt], device="cuda")
+    ids = torch.tensor([prompt], device=device)
 
     def timed(n):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
                              pad_token_id=0)
-        torch.cuda.synchronize()
+        sync()
         return time.perf_counter() - t0, out[0, len(prompt):].tolist()
 
     with torch.inference_mode():
@@ -189,6 +193,9 @@ def _method_row(target, drafter, block: int, schedule: str | None, prompts, args
     }
 
 
+SMOKE = "python -m workbench.bench --device cpu --preset tiny --batch-sizes 1 --new-tokens 8"
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="qwen3-8b")
@@ -233,6 +240,7 @@ def main(argv=None) -> dict:
     gen = torch.Generator().manual_seed(0)
     prompts = torch.randint(0, cfg.vocab_size, (max(sizes), args.prompt_len), generator=gen)
     prompts = prompts.tolist()
+    args.device = need_cuda(args.device, "python -m workbench.bench", SMOKE)
     cuda = args.device == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
     state = random_state_dict(cfg, device=args.device, dtype=dtype)
@@ -241,8 +249,9 @@ def main(argv=None) -> dict:
         return _ablate(args, cfg, prompts[0], dtype, state, result, opts)
     if args.hf_new_tokens:
         result["hf_tok_s"], hf_tokens = hf_decode_tok_s(args.preset, state, prompts[0],
-                                                        args.hf_new_tokens)
-        torch.cuda.empty_cache()  # the transformers model is gone
+                                                        args.hf_new_tokens, args.device, dtype)
+        if cuda:
+            torch.cuda.empty_cache()  # the transformers model is gone
     target = random_target(args.preset, device=args.device, dtype=dtype, state=state,
                            options=opts)
     if cuda and not args.no_compile:
