@@ -177,6 +177,7 @@ def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[d
     row = {"concurrency": conc, "mode": mode, "requests": len(reqs),
            "throughput_tok_s": s["throughput_tok_s"], "tpot_ms": 1e3 * s["tpot_s"],
            "tpot_p99_ms": 1e3 * s["tpot_p99_s"], "ttft_ms": 1e3 * s["ttft_s"], "tau": s["tau"],
+           "acceptance_length": s["tau"],  # SGLang's and vLLM's name for tau
            **{k: s.get(k, 0.0) for k in ("gpu_idle_fraction", "round_idle_fraction",
                                          "round_ms", "gap_ms_per_step", "host_ms_per_step",
                                          "host_wait_ms_per_step", "plan_ms_per_step",

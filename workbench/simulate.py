@@ -113,10 +113,10 @@ def explicit_points(app: SimulateConfig, overrides: list[str]) -> None:
 
 
 def run_all(runs: list[tuple[str, float | None, SimConfig]], progress: bool,
-            save: Callable[[Runs], object] | None = None) -> tuple[Runs, bool]:
+            save: Callable[[Runs], object] | None = None) -> Runs:
     """Simulate every planned run, with a rich progress bar on stderr (when a terminal),
-    calling `save(finished runs)` after each; returns the finished runs and whether all
-    ran (False after Ctrl-C, which ends the loop at the run in progress)."""
+    calling `save(finished runs)` after each; returns the finished runs (after Ctrl-C, which
+    ends the loop at the run in progress, fewer than planned)."""
     out, console = [], Console(stderr=True)
     with Progress(console=console, transient=True,
                   disable=not (progress and console.is_terminal)) as bar:
@@ -128,9 +128,9 @@ def run_all(runs: list[tuple[str, float | None, SimConfig]], progress: bool,
                 if save is not None:
                     save(out)
             except KeyboardInterrupt:
-                return out, False
+                return out
             bar.advance(task)
-    return out, True
+    return out
 
 
 def _ms(x: float | None) -> str:
@@ -156,9 +156,11 @@ def table(results: Runs, point_name: str) -> Table:
     keys = cost_keys(results)
     t = Table(title=f"simulated serving: {setup_title(results[0][2].summary)}",
               caption=f"cost source: {keys['cost_source']}; tau pooled: per round over all "
-                      "requests; tau per-req: per-request mean")
+                      "requests (SGLang's and vLLM's acceptance length); tau per-req: "
+                      "per-request mean; total tok/s: prompt + output")
     for col in ("c" if point_name == "concurrency" else "req/s", "method", "tok/s",
-                "vs\nnone", "tau\npooled", "tau\nper-req", "TTFT50\nms", "TPOT50\nms",
+                "vs\nnone", "total\ntok/s", "tau\npooled\n(acc len)", "tau\nper-req",
+                "TTFT50\nms", "TPOT50\nms",
                 "ITL99\nms", "E2E99\ns", "good-\nput", "GPU", "pre-\nempt"):
         t.add_column(col, justify="right", no_wrap=True)
     for label, point, r in results:
@@ -169,7 +171,8 @@ def table(results: Runs, point_name: str) -> Table:
         e2e = s["e2e_s"]["p99"]
         tau = s["speculation"]
         t.add_row("-" if point is None else f"{point:g}", label, f"{tok:,.0f}", speed,
-                  f"{tau['tau'] or 1:.2f}", f"{tau['tau_per_request'] or 1:.2f}",
+                  f"{s['throughput']['total_tok_s']:,.0f}", f"{tau['tau'] or 1:.2f}",
+                  f"{tau['tau_per_request'] or 1:.2f}",
                   _ms(s["ttft_s"]["p50"]),
                   _ms(s["tpot_s"]["p50"]), _ms(s["itl_s"]["p99"]),
                   "-" if e2e is None else f"{e2e:.2f}",
@@ -222,14 +225,14 @@ def _app(cfg: DictConfig) -> float:
         def save(done: Runs) -> None:
             write_outputs(app, cfg, done, point_name, out, len(runs), plots=False)
 
-        results, finished = run_all(runs, app.output.progress, save)
+        results = run_all(runs, app.output.progress, save)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     except FileNotFoundError as e:
         print(f"config error: no such file: {e.filename}", file=sys.stderr)
         raise SystemExit(2) from None
-    if not finished:
+    if len(results) < len(runs):
         save(results)  # the run finished as Ctrl-C came, when it cut its save short
         rerun = " ".join([_prog(), "simulate", *HydraConfig.get().overrides.task,
                           remaining(runs, results, point_name)])
@@ -239,7 +242,7 @@ def _app(cfg: DictConfig) -> float:
         raise SystemExit(130)
     console = Console()
     if not console.is_terminal:
-        console = Console(width=max(console.width, 120))
+        console = Console(width=max(console.width, 132))
     console.print(table(results, point_name))
     kv = results[0][2].summary["kv"]
     console.print(f"KV pool: {kv['capacity_tokens']:,} tokens per replica "
