@@ -40,5 +40,7 @@ setup(
     cmdclass={"build_py": BuildWithCommit},
     packages=[*find_namespace_packages(include=PACKAGES), *CONF],
     package_dir={"workbench.conf": "conf"},
-    package_data={p: ["*.yaml", "*.json", "*.md"] for p in CONF},
+    # conf/, and the committed data the commands read (reproduce: the published cells)
+    package_data={**{p: ["*.yaml", "*.json", "*.md"] for p in CONF},
+                  "experiments.published": ["*.json"]},
 )
