@@ -279,14 +279,16 @@ def _release(target) -> None:
 
 
 def run(argv=None) -> dict:
-    """Run the sweep of `argv` (the command's arguments); returns the result document."""
+    """Run the sweep of `argv` (the command's arguments); returns the result document. The
+    arguments are checked before torch is imported, so a bad one fails in a blink."""
+    args = _args(argv)
+
     import torch
 
     from reference.loaders import DFLASH_PRESETS, load_target, random_target
     from reference.methods import MethodSpec, build
     from reference.methods.variants import drafter_spec
 
-    args = _args(argv)
     opts = from_args(args)
     device = fit_machine(args)
     cuda = device.startswith("cuda")
