@@ -106,3 +106,30 @@ def test_report_labels_interrupted_and_unfinished_jobs(tmp_path):
     statuses = [line.split(",")[1] for line in
                 (multirun / "report.csv").read_text().splitlines()[1:]]
     assert statuses == ["complete", "complete", "interrupted", "interrupted"]
+
+
+def test_ctrl_c_in_a_real_run_ends_in_one_line_and_keeps_the_summary(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "simulate", "output.plots=false",
+         "sweep.min_requests_per_client=60", f"hydra.run.dir={out}"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "summary.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    summary = json.loads((out / "summary.json").read_text())
+    if summary["status"] == "complete":  # the sweep finished before the signal landed
+        pytest.skip("the sweep finished before Ctrl-C")
+    lines = err.strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, err
+    kept = len(summary["runs"])
+    assert lines[0].startswith(f"interrupted: kept {kept} of 14 runs in {out}")
+    assert "sweep.min_requests_per_client=60 'sweep.concurrency=[" in lines[0]
+    assert summary["runs_planned"] == 14 and 1 <= kept < 14
+    assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.is_file()] == []
