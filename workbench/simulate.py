@@ -7,9 +7,12 @@ tables where conf/calibration/<hardware>/<model>.json measures the method, the r
 otherwise, decided once for the whole job so the baseline is priced like the method). It
 prints a table whose title names the model, hardware, engine profile and cost model, and
 whose caption says where the costs come from, and writes, under the Hydra run folder
-(outputs/simulate/<date>/<time>/): summary.json (`cost_model`, `engine_profile`,
-`cost_source`, then every run's summary, stamped with the git SHA), requests.csv (one row
-per request), the PNG plots and config_resolved.yaml (.hydra/ holds Hydra's own copies).
+(outputs/simulate/<date>/<time>/, a fresh one per run: workbench/rundir.py): summary.json
+(`status`, `runs_planned`, `cost_model`, `engine_profile`, `cost_source`, then every run's
+summary, stamped with the package version and commit), requests.csv (one row per request),
+the PNG plots and config_resolved.yaml (.hydra/ holds Hydra's own copies). The files are
+written atomically after every finished run (status "interrupted" until the last), so
+Ctrl-C keeps the finished runs and prints, in one line, the override that runs the rest.
 
 Examples:
     python -m workbench simulate spec=eagle engine=sync
