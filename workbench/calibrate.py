@@ -256,10 +256,13 @@ def _keys(p: argparse.ArgumentParser, argv: list[str]) -> tuple[str, list[str]]:
                    if not f.stem.startswith("base"))
     if hardware not in known:
         p.error(f"hardware={hardware} is not one of {', '.join(known)}")
+    from reference.loaders import PRESETS
+
     names = list(ALL) if models == "all" else models.split(",")
-    bad = [n for n in names if n not in ALL]
+    bad = [n for n in names if n not in PRESETS]
     if bad:
-        p.error(f"model={models}: {', '.join(bad)} is not one of all, {', '.join(ALL)}")
+        p.error(f"model={models}: {', '.join(bad)} is not one of all, "
+                f"{', '.join(sorted(PRESETS))}")
     return hardware, names
 
 
