@@ -221,7 +221,7 @@ def install(files: list[str], hardware: str, out: Path | None = None) -> int:
     import yaml
 
     from simulator.calibration import check_model
-    from simulator.params import ModelParams
+    from simulator.params import ConfigError, ModelParams
 
     missing = [f for f in files if not Path(f).is_file()]
     if not files or missing:
@@ -235,7 +235,10 @@ def install(files: list[str], hardware: str, out: Path | None = None) -> int:
         name = doc["model"]["name"]
         spec = yaml.safe_load((REPO_CONF.parent / "model" / f"{name}.yaml").read_text())
         spec.pop("defaults", None)
-        check_model(doc, ModelParams(**spec), f)
+        try:
+            check_model(doc, ModelParams(**spec), f)
+        except ConfigError as e:  # e.g. a CPU smoke table (fp32) against the bf16 model
+            raise UserError(str(e)) from None
         dest = write_text(dest_dir / f"{name}.json", json.dumps(doc, indent=1))
         print_report(doc)
         print(f"  -> {dest}")
