@@ -193,15 +193,15 @@ def _method_row(target, drafter, block: int, schedule: str | None, prompts, args
     }
 
 
-SMOKE = "python -m workbench.bench --device cpu --preset tiny --batch-sizes 1 --new-tokens 8"
+SMOKE = "python -m workbench.bench --device cpu --preset tiny (batch 1, 8 new tokens)"
 
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="qwen3-8b")
-    p.add_argument("--batch-sizes", default="1,4,16,64")
-    p.add_argument("--prompt-len", type=int, default=512)
-    p.add_argument("--new-tokens", type=int, default=256)
+    p.add_argument("--batch-sizes", default=None, help="default 1,4,16,64 (CPU: 1)")
+    p.add_argument("--prompt-len", type=int, default=None, help="default 512 (CPU: 32)")
+    p.add_argument("--new-tokens", type=int, default=None, help="default 256 (CPU: 8)")
     p.add_argument("--block-size", default="16",
                    help="B of the shared drafter; a list (e.g. 8,10,16) runs each B side by "
                         "side against the same AR runs")
@@ -214,7 +214,8 @@ def main(argv=None) -> dict:
     p.add_argument("--method", default=None,
                    help="method spec against AR (default: oracle:tau=TAU,block_size=B,"
                         "shadow=true,seed=BS: DFlash's work at the oracle's acceptance)")
-    p.add_argument("--hf-new-tokens", type=int, default=32, help="0 skips transformers")
+    p.add_argument("--hf-new-tokens", type=int, default=None,
+                   help="default 32 (CPU: 8); 0 skips transformers")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside the graphs")
     p.add_argument("--profile", action="store_true",
                    help="top kernels of bs-1 AR and DFlash decode")
@@ -229,6 +230,11 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default=None)
     engine_options.add_arguments(p)
     args = p.parse_args(argv)
+    args.device = need_cuda(args.device, "python -m workbench.bench", SMOKE)
+    for key, gpu, cpu in (("batch_sizes", "1,4,16,64", "1"), ("prompt_len", 512, 32),
+                          ("new_tokens", 256, 8), ("hf_new_tokens", 32, 8)):
+        if getattr(args, key) is None:  # a CPU smoke run by default on the CPU
+            setattr(args, key, gpu if args.device.startswith("cuda") else cpu)
     opts = engine_options.from_args(args)
     sizes = [int(x) for x in args.batch_sizes.split(",")]
     blocks = [int(x) for x in str(args.block_size).split(",")]
@@ -240,7 +246,6 @@ def main(argv=None) -> dict:
     gen = torch.Generator().manual_seed(0)
     prompts = torch.randint(0, cfg.vocab_size, (max(sizes), args.prompt_len), generator=gen)
     prompts = prompts.tolist()
-    args.device = need_cuda(args.device, "python -m workbench.bench", SMOKE)
     cuda = args.device == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
     state = random_state_dict(cfg, device=args.device, dtype=dtype)
