@@ -210,8 +210,11 @@ def write_outputs(app: SimulateConfig, cfg: DictConfig, results: Runs, point_nam
 
 def remaining(runs: list[tuple[str, float | None, SimConfig]], done: Runs,
               point_name: str) -> str:
-    """The override that runs the points not finished (every method at each)."""
+    """The override that runs the points not finished (every method at each); "" when the
+    job has no sweep list (then the same command reruns it)."""
     left = sorted({p for _, p, _ in runs[len(done):] if p is not None})
+    if not left:
+        return ""
     key = "sweep.concurrency" if point_name == "concurrency" else "sweep.rate_rps"
     return f"'{key}=[{','.join(f'{p:g}' for p in left)}]'"
 
@@ -238,7 +241,7 @@ def _app(cfg: DictConfig) -> float:
     if len(results) < len(runs):
         save(results)  # the run finished as Ctrl-C came, when it cut its save short
         rerun = " ".join([_prog(), "simulate", *HydraConfig.get().overrides.task,
-                          remaining(runs, results, point_name)])
+                          remaining(runs, results, point_name)]).rstrip()
         print(f"interrupted: kept {len(results)} of {len(runs)} runs in {out} "
               f"(summary.json status = interrupted); to run the rest: {rerun}",
               file=sys.stderr)
