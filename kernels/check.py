@@ -9,6 +9,7 @@ progress bar (rich, on stderr, in a terminal) counts the cases meanwhile (about 
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
@@ -41,12 +42,16 @@ def run_all(dev: str, ops=OPS, done=lambda: None) -> list[tuple]:
     return rows
 
 
+class _OneLine(argparse.ArgumentParser):
+    """argparse with one-line errors (kernels/ imports nothing from workbench/)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Check the ops named in `argv` (default: every op); an unknown op or flag is an error."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m kernels.check",
-                                description=__doc__.splitlines()[0])
+    p = _OneLine(prog="python -m kernels.check", description=__doc__.splitlines()[0])
     p.add_argument("ops", nargs="*", metavar="OP", help=f"ops to check (default all: "
                    f"{', '.join(OPS)})")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)

@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_main(_prog(), lambda: print(f"dflash-workbench {version()}"))
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        print(f"unknown command {name!r}: one of {', '.join(COMMANDS)} (see --help)",
+              file=sys.stderr)
         return 2
     sys.argv = [f"{_prog()} {name}", *rest]
     try:

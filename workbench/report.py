@@ -237,7 +237,7 @@ def plot(rows: list[dict], varying: list[str], x: str, path: Path) -> Path:
         ax.set_xlabel(rows[0]["point"] if x == "point_value" else x)
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
-    if len(lines) <= 12:
+    if 1 < len(lines) <= 12:  # one line needs no legend (and has no label)
         axes[1].legend(fontsize=7)
     fig.tight_layout()
     with atomic_path(path) as tmp:

@@ -232,7 +232,7 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     args.device = need_cuda(args.device, "python -m workbench.bench.phases",
                             "python -m workbench.bench.phases --device cpu --preset tiny "
-                            "--batch-sizes 1 --reps 2 --profile-reps 1")
+                            "--reps 2 --profile-reps 1")
     opts = engine_options.from_args(args)
     cuda = args.device == "cuda"
     cfg = preset_config(args.preset)
