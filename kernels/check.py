@@ -9,6 +9,7 @@ progress bar (rich, on stderr, in a terminal) counts the cases meanwhile (about 
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
@@ -41,7 +42,23 @@ def run_all(dev: str, ops=OPS, done=lambda: None) -> list[tuple]:
     return rows
 
 
-def main() -> int:
+class _OneLine(argparse.ArgumentParser):
+    """argparse with one-line errors (kernels/ imports nothing from workbench/)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check the ops named in `argv` (default: every op); an unknown op or flag is an error."""
+    p = _OneLine(prog="python -m kernels.check", description=__doc__.splitlines()[0])
+    p.add_argument("ops", nargs="*", metavar="OP", help=f"ops to check (default all: "
+                   f"{', '.join(OPS)})")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    unknown = [o for o in args.ops if o not in OPS]
+    if unknown:
+        p.exit(2, f"{p.prog}: error: unknown op {unknown[0]} (ops: {', '.join(OPS)})\n")
+    ops = tuple(args.ops) or OPS
     dev = _pick_device()
     from rich.console import Console
     from rich.progress import Progress
@@ -49,8 +66,8 @@ def main() -> int:
 
     start, err = time.perf_counter(), Console(stderr=True)
     with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("kernels vs oracles", total=sum(len(b.CHECKS) for b in _benches(OPS)))
-        rows = run_all(dev, done=lambda: bar.advance(task))
+        task = bar.add_task("kernels vs oracles", total=sum(len(b.CHECKS) for b in _benches(ops)))
+        rows = run_all(dev, ops, done=lambda: bar.advance(task))
     mode = "CUDA" if dev == "cuda" else "CPU, TRITON_INTERPRET=1"
     table = Table(title=f"Triton kernels vs PyTorch oracles ({mode}, "
                         f"{time.perf_counter() - start:.1f} s)")

@@ -191,7 +191,14 @@ class DFlashConfig:
     @classmethod
     def from_dict(cls, cfg: dict, target: ModelConfig, block_size: int | None = None,
                   where: str = "drafter config.json") -> DFlashConfig:
-        """Read the z-lab format and check it against the target; errors name the field."""
+        """Read the z-lab format and check it against the target; errors name the field.
+        The drafter shares the target's embedding and LM head, so a `vocab_size` it states
+        must equal the target's."""
+        stated = cfg.get("vocab_size")
+        if stated is not None and stated != target.vocab_size:
+            raise ConfigError(f"{where}: field 'vocab_size'={stated} differs from the "
+                              f"target's vocab_size={target.vocab_size} (the drafter shares "
+                              "the target's embedding and LM head)")
         model = ModelConfig.from_dict({**cfg, "vocab_size": target.vocab_size}, where)
         dflash = cfg.get("dflash_config")
         if not isinstance(dflash, dict):

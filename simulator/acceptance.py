@@ -129,12 +129,19 @@ class CurveAcceptance(AcceptanceModel):
 
 
 class ReplayAcceptance(AcceptanceModel):
-    """Recorded per-round commit lengths, replayed per request."""
+    """Recorded per-round commit lengths, replayed per request (each in [1, B]: a recording
+    made at another block size is a ConfigError, not clipped)."""
 
     def __init__(self, n_slots: int, block_size: int, recordings: list[np.ndarray]):
         super().__init__(n_slots, block_size)
         lens = np.array([len(r) for r in recordings])
-        self.flat = np.clip(np.concatenate(recordings), 1, block_size)
+        flat = np.concatenate(recordings)
+        if flat.min() < 1 or flat.max() > block_size:
+            raise ConfigError(
+                f"spec.replay_path: recorded commit lengths span [{flat.min()}, {flat.max()}], "
+                f"outside [1, spec.block_size = {block_size}] (recorded at another block "
+                "size? set spec.block_size to the recording's)")
+        self.flat = flat
         self.starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
         self.lens = lens
         self.means = np.array([float(np.mean(r)) for r in recordings])

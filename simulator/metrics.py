@@ -10,7 +10,11 @@ committed = (verified - committed) / committed tokens.
 Throughput: `output_tok_s` is the benchmark figure, over [first arrival, last finish] (what
 `sglang.bench_serving` and `vllm bench serve` print; it depends on the request count);
 `throughput.steady` is the rate with warm-up and drain cut (simulator/steady.py gives the
-rule); what-ifs, break-evens and the config search read the steady figure. Little's law
+rule); what-ifs, break-evens and the config search read the steady figure.
+As SGLang and vLLM name them, acceptance_length = tau (tokens per verify step, bonus included), and
+acceptance_rate_per_position[i] = the fraction of request rounds whose draft token i + 1 was
+accepted (commit length >= i + 2); total tokens/s counts the finished requests' prompt and
+output tokens (vLLM's "total token throughput"). Little's law
 compares the sampled mean number in the system with arrival rate times mean E2E (only when
 every request finished).
 """
@@ -95,6 +99,18 @@ def _steady_k(cfg, samples: np.ndarray) -> int:
     return int(samples[:, 3].max()) if len(samples) else 1
 
 
+def position_rates(hist: np.ndarray) -> list[float]:
+    """Per draft position i = 1..K, the fraction of rounds that accepted it, from the commit
+    length histogram `hist` (hist[k] = rounds committing k tokens, bonus included; shape
+    (K + 2,)): rounds with k >= i + 1 over all rounds. [] without a draft position."""
+    hist = np.asarray(hist, dtype=np.float64)
+    rounds = hist.sum()
+    if rounds == 0 or len(hist) < 3:
+        return []
+    at_least = np.cumsum(hist[::-1])[::-1]  # at_least[k] = rounds committing >= k tokens
+    return [float(at_least[i + 1] / rounds) for i in range(1, len(hist) - 1)]
+
+
 def summarize(cluster: Cluster, wall_s: float) -> SimResult:
     """Summary, records and time series of a finished `Cluster` run."""
     cfg, req, reps = cluster.cfg, cluster.req, cluster.replicas
@@ -141,6 +157,8 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
                      "not_arrived": int(len(req) - arrived.sum())},
         "duration_s": span,
         "throughput": {"output_tok_s": out_tokens / span,
+                       "total_tok_s": (out_tokens + int(req.prompt_tokens[finished].sum()))
+                       / span,
                        "output_tok_s_per_gpu": out_tokens / span
                        / (n_gpu * cfg.engine.tp_size),
                        "requests_s": int(finished.sum()) / span,
@@ -153,6 +171,9 @@ def summarize(cluster: Cluster, wall_s: float) -> SimResult:
                     "requests_s": float(ok.sum() / span)},
         "speculation": {
             "tau": float((hist * np.arange(len(hist))).sum() / max(req_rounds, 1)),
+            "acceptance_length": float((hist * np.arange(len(hist))).sum()
+                                       / max(req_rounds, 1)),
+            "acceptance_rate_per_position": position_rates(hist),
             "tau_per_request": _nanmean(rec["tau"]),
             "commit_hist": hist.tolist(),
             "rejected_per_committed": (verified - committed) / max(committed, 1),

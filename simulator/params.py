@@ -262,8 +262,13 @@ def _check_cross(cfg: SimConfig) -> None:
             f"model.experts_per_token = {m.experts_per_token} must lie in [1, "
             f"model.num_experts = {m.num_experts}] and model.moe_intermediate_size >= 1 for "
             "an MoE model")
-    METHODS[s.method].options(s)
+    options = METHODS[s.method].options(s)
     METHODS[s.method].validate(s)
+    draft_vocab = getattr(options, "draft_vocab_size", None)
+    if draft_vocab is not None and draft_vocab > m.vocab_size:
+        raise ConfigError(f"spec.options.draft_vocab_size = {draft_vocab} is above "
+                          f"model.vocab_size = {m.vocab_size} (a draft vocabulary is a subset "
+                          "of the target's)")
     _check_tp(m, cfg.engine)
     if cfg.engine.mode == "overlap" and cfg.engine.kv_reserve_blocks < 2:
         raise ConfigError(

@@ -28,7 +28,7 @@ from simulator.acceptance import AcceptanceModel
 from simulator.costs import CostModel
 from simulator.engine_profiles import spec_path_s
 from simulator.methods import SpecMethod
-from simulator.params import SimConfig
+from simulator.params import ConfigError, SimConfig
 from simulator.rounds import Record, RoundsMixin
 from simulator.slots import SlotTable
 from simulator.stretch import Commits, plan_commits, timeline_overlap, timeline_sync
@@ -219,10 +219,11 @@ class Replica(RoundsMixin):
             est = need + e.new_token_ratio * (max_new - emitted) + self.reserve_tokens
             if est > headroom:
                 if not rows and st.n_active == 0 and self.pending is None:
-                    raise RuntimeError(
+                    raise ConfigError(
                         f"replica {self.index}: request {rid} needs ~{est:.0f} KV tokens "
                         f"(prompt + new_token_ratio * max_new_tokens + reserve) but the KV "
-                        f"pool holds {st.capacity}; raise engine.mem_fraction_static"
+                        f"pool holds {st.capacity}: shorten the prompts "
+                        "(workload.prompt_tokens_mean) or raise engine.mem_fraction_static"
                     )
                 break
             headroom -= est

@@ -2,7 +2,8 @@
 
 Each command lives in its own module and is imported only when it is run, so `simulate`
 never imports torch and the GPU commands never import simpy or hydra; `--help` imports
-nothing beyond this module.
+nothing beyond this module. A command's bad input ends as one line (workbench/errors.py),
+Ctrl-C as one line, and output into a closed pipe (`--help | head`) quietly.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+
+from workbench.errors import run_main
 
 COMMANDS = {
     "simulate": ("workbench.simulate", "simulate a serving engine (Hydra app; the main job)"),
@@ -35,21 +38,31 @@ def _prog() -> str:
 
 def _usage() -> str:
     rows = "\n".join(f"  {name:<14} {help_}" for name, (_, help_) in COMMANDS.items())
-    return f"usage: {_prog()} <command> [args]\n\ncommands:\n{rows}\n"
+    return (f"usage: {_prog()} <command> [args]   ({_prog()} --version: the version)\n\n"
+            f"commands:\n{rows}\n")
+
+
+def version() -> str:
+    """The installed distribution's version (the checkout's pyproject.toml when not installed)."""
+    from common.stamps import DIST, version
+
+    return version(DIST) or "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(_usage())
-        return 0
+        return run_main(_prog(), lambda: print(_usage()))
+    if argv[0] in ("-V", "--version"):
+        return run_main(_prog(), lambda: print(f"dflash-workbench {version()}"))
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        print(f"unknown command {name!r}: one of {', '.join(COMMANDS)} (see --help)",
+              file=sys.stderr)
         return 2
     sys.argv = [f"{_prog()} {name}", *rest]
     try:
-        return int(importlib.import_module(COMMANDS[name][0]).main() or 0)
+        return run_main(name, importlib.import_module(COMMANDS[name][0]).main)
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] not in ENGINE:
             raise

@@ -28,6 +28,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from common.methods import NAMES  # noqa: E402
 from simulator.metrics import SimResult  # noqa: E402
+from workbench.atomic import atomic_path
 from workbench.results import setup_title  # noqa: E402
 
 Runs = list[tuple[str, float | None, SimResult]]
@@ -179,6 +180,7 @@ def plot_runs(runs: Runs, out_dir: Path, xlabel: str = "concurrency") -> list[Pa
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     return path

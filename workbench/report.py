@@ -5,7 +5,8 @@ A job is a folder under the multirun folder holding summary.json (written by `si
 every job becomes one row, named by its job, its overrides, its engine mode and its method
 label; the files go to the multirun folder (or --out):
 
-- report.csv: every row with all overrides and the headline metrics (units in the names);
+- report.csv: every row with its job's status (complete, or interrupted: the job's finished
+  runs only), all overrides and the headline metrics (units in the names);
 - the terminal table: the overrides that differ between jobs, engine, method and metrics
   (the overrides shared by all jobs are its caption);
 - report.png: output tokens/s and goodput against the swept variable (--x; by default the
@@ -35,6 +36,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from workbench.atomic import atomic_open, atomic_path
+from workbench.errors import OneLineParser, ranged
 from workbench.search.space import slo_goodput
 
 
@@ -63,6 +66,14 @@ def load_jobs(folder: Path) -> list[Job]:
     return sorted(
         jobs, key=lambda j: (not j.name.isdigit(), int(j.name) if j.name.isdigit() else 0, j.name)
     )
+
+
+def unfinished(folder: Path) -> list[str]:
+    """Jobs under `folder` that Hydra started but that wrote no summary.json (stopped before
+    their first run finished), by job name."""
+    return sorted(p.parent.parent.relative_to(folder).as_posix()
+                  for p in folder.rglob(".hydra/overrides.yaml")
+                  if not (p.parent.parent / "summary.json").is_file())
 
 
 def _split(override: str) -> tuple[str, str]:
@@ -107,6 +118,7 @@ def rows_of(jobs: list[Job]) -> tuple[list[dict], list[str], list[str]]:
             rows.append(
                 {
                     "job": job.name,
+                    "status": job.summary.get("status", "complete"),
                     **{k: over.get(k, "") for k in keys},
                     "engine_mode": run["engine_mode"],
                     "method": run["label"],
@@ -125,7 +137,7 @@ def rows_of(jobs: list[Job]) -> tuple[list[dict], list[str], list[str]]:
 
 def write_csv(rows: list[dict], path: Path) -> Path:
     """All rows, one column per field of the first row (every row has the same fields)."""
-    with path.open("w", newline="") as f:
+    with atomic_open(path, newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -163,7 +175,7 @@ def table(rows: list[dict], keys: list[str], varying: list[str]) -> Table:
     for r in rows:
         tau = r["tau_per_request"]
         t.add_row(
-            r["job"],
+            r["job"] if r["status"] == "complete" else f"{r['job']} ({r['status']})",
             *(str(r[k]) for k in varying),
             r["engine_mode"],
             r["method"],
@@ -225,17 +237,18 @@ def plot(rows: list[dict], varying: list[str], x: str, path: Path) -> Path:
         ax.set_xlabel(rows[0]["point"] if x == "point_value" else x)
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
-    if len(lines) <= 12:
+    if 1 < len(lines) <= 12:  # one line needs no legend (and has no label)
         axes[1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m workbench report` (exit status 2 on a bad folder)."""
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python -m workbench report",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -243,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("folder", type=Path, help="a multirun folder (Hydra's hydra.sweep.dir)")
     p.add_argument("--out", type=Path, help="where the files go (default: the folder)")
     p.add_argument("--x", help="the plot's x variable: an override key or 'point'")
-    p.add_argument("--top", type=int, default=5, help="search: best configurations shown")
+    p.add_argument("--top", type=ranged(int, 1), default=5,
+                   help="search: best configurations shown (>= 1)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     jobs = load_jobs(args.folder) if args.folder.is_dir() else []
     if not jobs:
@@ -262,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     console = Console(width=None if Console().is_terminal else 200)
     console.print(table(rows, keys, varying))
+    stopped = sorted({r["job"] for r in rows if r["status"] != "complete"})
+    if stopped:
+        console.print(f"interrupted jobs (their finished runs only): {', '.join(stopped)}")
+    if unfinished(args.folder):
+        console.print("started but no run finished (no summary.json): "
+                      + ", ".join(unfinished(args.folder)))
     paths = [write_csv(rows, out / "report.csv"), plot(rows, varying, x, out / "report.png")]
     if (args.folder / "optimization_results.yaml").is_file():
         from workbench.results import write_json

@@ -1,4 +1,5 @@
-"""Result files: JSON stamped with the git SHA and library versions, and per-request CSV.
+"""Result files: JSON stamped with the git SHA and library versions, and per-request CSV,
+each written atomically (a temporary file renamed over the target: workbench/atomic.py).
 
 Every JSON document written here carries a `meta` block (common/stamps.py: git commit and
 dirty flag, Python and library versions, GPU, UTC date, plus the command line) so a number
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from common.stamps import command_line, stamp
+from workbench.atomic import atomic_open
 
 
 def _plain(x: Any) -> Any:
@@ -30,17 +32,19 @@ def _plain(x: Any) -> Any:
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> Path:
-    """Write `payload` plus a `meta` stamp (the payload's own, if it has one) as indented JSON."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write `payload` plus a `meta` stamp (the payload's own, if it has one) as indented JSON,
+    atomically (workbench/atomic.py)."""
     meta = payload.get("meta") or stamp(command=command_line())
-    path.write_text(json.dumps(_plain({"meta": meta, **payload}), indent=2) + "\n")
+    text = json.dumps(_plain({"meta": meta, **payload}), indent=2) + "\n"
+    with atomic_open(path) as f:
+        f.write(text)
     return path
 
 
 def write_requests_csv(path: Path, runs: list[tuple[dict[str, Any], dict]]) -> Path:
-    """One row per request of every run; `runs` pairs each run's labels with its records."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
+    """One row per request of every run; `runs` pairs each run's labels with its records
+    (written atomically: a reader never sees a truncated file)."""
+    with atomic_open(path, newline="") as f:
         writer = None
         for labels, records in runs:
             cols = list(records)

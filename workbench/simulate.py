@@ -7,9 +7,12 @@ tables where conf/calibration/<hardware>/<model>.json measures the method, the r
 otherwise, decided once for the whole job so the baseline is priced like the method). It
 prints a table whose title names the model, hardware, engine profile and cost model, and
 whose caption says where the costs come from, and writes, under the Hydra run folder
-(outputs/simulate/<date>/<time>/): summary.json (`cost_model`, `engine_profile`,
-`cost_source`, then every run's summary, stamped with the git SHA), requests.csv (one row
-per request), the PNG plots and config_resolved.yaml (.hydra/ holds Hydra's own copies).
+(outputs/simulate/<date>/<time>/, a fresh one per run: workbench/rundir.py): summary.json
+(`status`, `runs_planned`, `cost_model`, `engine_profile`, `cost_source`, then every run's
+summary, stamped with the package version and commit), requests.csv (one row per request),
+the PNG plots and config_resolved.yaml (.hydra/ holds Hydra's own copies). The files are
+written atomically after every finished run (status "interrupted" until the last), so
+Ctrl-C keeps the finished runs and prints, in one line, the override that runs the rest.
 
 Examples:
     python -m workbench simulate spec=eagle engine=sync
@@ -31,10 +34,12 @@ import copy
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -49,8 +54,10 @@ from simulator.engine_profiles import auto_table, cost_model_name
 from simulator.methods import METHODS
 from simulator.params import ConfigError, SimConfig, SpecParams
 from simulator.steady import throughput_for
+from workbench.atomic import write_text
 from workbench.config import SimulateConfig, error_line, load, register_configs
 from workbench.results import setup_title, write_json, write_requests_csv
+from workbench.rundir import unique_dir  # noqa: F401  (registers conf/config.yaml's resolver)
 from workbench.search.space import job_objective
 
 Runs = list[tuple[str, float | None, simulator.SimResult]]
@@ -100,24 +107,32 @@ def plan_runs(app: SimulateConfig) -> tuple[str, list[tuple[str, float | None, S
 
 def explicit_points(app: SimulateConfig, overrides: list[str]) -> None:
     """A command-line `workload.concurrency=C` (or `workload.rate_rps=R`) is the one point
-    to simulate: it replaces the sweep's list, which would otherwise override it."""
-    for item in overrides:
-        key, _, value = item.lstrip("+~").partition("=")
-        if key == "workload.concurrency":
-            app.sweep.concurrency = [int(value)]
-        elif key == "workload.rate_rps":
-            app.sweep.rate_rps = [float(value)]
+    to simulate: it replaces the sweep's list, which would otherwise override it. The keys
+    come from Hydra's own override parser, the values from the composed config."""
+    keys = {o.key_or_group for o in OverridesParser.create().parse_overrides(overrides)}
+    if "workload.concurrency" in keys:
+        app.sweep.concurrency = [app.workload.concurrency]
+    if "workload.rate_rps" in keys:
+        app.sweep.rate_rps = [app.workload.rate_rps]
 
 
-def run_all(runs: list[tuple[str, float | None, SimConfig]], progress: bool) -> Runs:
-    """Simulate every planned run, with a rich progress bar on stderr (when a terminal)."""
+def run_all(runs: list[tuple[str, float | None, SimConfig]], progress: bool,
+            save: Callable[[Runs], object] | None = None) -> Runs:
+    """Simulate every planned run, with a rich progress bar on stderr (when a terminal),
+    calling `save(finished runs)` after each; returns the finished runs (after Ctrl-C, which
+    ends the loop at the run in progress, fewer than planned)."""
     out, console = [], Console(stderr=True)
     with Progress(console=console, transient=True,
                   disable=not (progress and console.is_terminal)) as bar:
         task = bar.add_task("simulating", total=len(runs))
         for label, point, cfg in runs:
             bar.update(task, description=f"{label} @ {point}")
-            out.append((label, point, simulator.run(cfg)))
+            try:
+                out.append((label, point, simulator.run(cfg)))
+                if save is not None:
+                    save(out)
+            except KeyboardInterrupt:
+                return out
             bar.advance(task)
     return out
 
@@ -147,10 +162,11 @@ def table(results: Runs, point_name: str) -> Table:
     keys = cost_keys(results)
     t = Table(title=f"simulated serving: {setup_title(results[0][2].summary)}",
               caption=f"cost source: {keys['cost_source']}; tau pooled: per round over all "
-                      "requests; tau per-req: per-request mean")
+                      "requests (SGLang's and vLLM's acceptance length); tau per-req: "
+                      "per-request mean; total tok/s: prompt + output")
     for col in ("c" if point_name == "concurrency" else "req/s", "method", "tok/s",
-                "steady\ntok/s", "vs\nnone", "tau\npooled", "tau\nper-req", "TTFT50\nms",
-                "TPOT50\nms",
+                "steady\ntok/s", "vs\nnone", "total\ntok/s", "tau\npooled\n(acc len)",
+                "tau\nper-req", "TTFT50\nms", "TPOT50\nms",
                 "ITL99\nms", "E2E99\ns", "good-\nput", "GPU", "pre-\nempt"):
         t.add_column(col, justify="right", no_wrap=True)
     for label, point, r in results:
@@ -163,7 +179,8 @@ def table(results: Runs, point_name: str) -> Table:
         tau = s["speculation"]
         t.add_row("-" if point is None else f"{point:g}", label, f"{tok:,.0f}",
                   f"{steady:,.0f}" if basis == "steady" else "-", speed,
-                  f"{tau['tau'] or 1:.2f}", f"{tau['tau_per_request'] or 1:.2f}",
+                  f"{s['throughput']['total_tok_s']:,.0f}", f"{tau['tau'] or 1:.2f}",
+                  f"{tau['tau_per_request'] or 1:.2f}",
                   _ms(s["ttft_s"]["p50"]),
                   _ms(s["tpot_s"]["p50"]), _ms(s["itl_s"]["p99"]),
                   "-" if e2e is None else f"{e2e:.2f}",
@@ -173,50 +190,101 @@ def table(results: Runs, point_name: str) -> Table:
 
 
 def write_outputs(app: SimulateConfig, cfg: DictConfig, results: Runs, point_name: str,
-                  out: Path) -> list[Path]:
-    """summary.json, requests.csv, config_resolved.yaml and the plots, under `out`."""
+                  out: Path, planned: int | None = None, plots: bool = True) -> list[Path]:
+    """summary.json, requests.csv, config_resolved.yaml and (with `plots`) the plots, under
+    `out`, each written atomically. summary.json's `status` is "complete" when `results`
+    holds all `planned` runs (all, when None), else "interrupted", with `runs_planned`."""
     out.mkdir(parents=True, exist_ok=True)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
+    write_text(out / "config_resolved.yaml", OmegaConf.to_yaml(resolved))
     runs = [{"label": label, point_name: point, **r.summary} for label, point, r in results]
+    planned = len(results) if planned is None else planned
+    status = "complete" if len(results) == planned else "interrupted"
     paths = [write_json(out / "summary.json",
-                        {**cost_keys(results), "config": resolved, "runs": runs})]
+                        {"status": status, "runs_planned": planned, **cost_keys(results),
+                         "config": resolved, "runs": runs})]
     if app.output.requests_csv:
         rows = [({"label": label, point_name: point}, r.requests) for label, point, r in results]
         paths.append(write_requests_csv(out / "requests.csv", rows))
-    if app.output.plots:
+    if app.output.plots and plots:
         from workbench.plots import plot_runs
 
         paths += plot_runs(results, out, point_name)
     return paths
 
 
+def remaining(runs: list[tuple[str, float | None, SimConfig]], done: Runs,
+              point_name: str) -> str:
+    """The override that runs the points not finished (every method at each); "" when the
+    job has no sweep list (then the same command reruns it)."""
+    left = sorted({p for _, p, _ in runs[len(done):] if p is not None})
+    if not left:
+        return ""
+    key = "sweep.concurrency" if point_name == "concurrency" else "sweep.rate_rps"
+    return f"'{key}=[{','.join(f'{p:g}' for p in left)}]'"
+
+
 @hydra.main(version_base=None, config_path=str(conf_dir()), config_name="config")
 def _app(cfg: DictConfig) -> float:
+    out = Path(HydraConfig.get().runtime.output_dir)
     try:
         app = load(cfg)
         explicit_points(app, list(HydraConfig.get().overrides.task))
         point_name, runs = plan_runs(app)
-        results = run_all(runs, app.output.progress)
+        bound_requests(runs, app)
+
+        def save(done: Runs) -> None:
+            write_outputs(app, cfg, done, point_name, out, len(runs), plots=False)
+
+        results = run_all(runs, app.output.progress, save)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     except FileNotFoundError as e:
         print(f"config error: no such file: {e.filename}", file=sys.stderr)
         raise SystemExit(2) from None
+    if len(results) < len(runs):
+        save(results)  # the run finished as Ctrl-C came, when it cut its save short
+        rerun = " ".join([_prog(), "simulate", *HydraConfig.get().overrides.task,
+                          remaining(runs, results, point_name)]).rstrip()
+        print(f"interrupted: kept {len(results)} of {len(runs)} runs in {out} "
+              f"(summary.json status = interrupted); to run the rest: {rerun}",
+              file=sys.stderr)
+        raise SystemExit(130)
     console = Console()
     if not console.is_terminal:
-        console = Console(width=max(console.width, 120))
+        console = Console(width=max(console.width, 132))
     console.print(table(results, point_name))
     kv = results[0][2].summary["kv"]
     console.print(f"KV pool: {kv['capacity_tokens']:,} tokens per replica "
                   f"({kv['usable_gb']:.1f} GB usable, weights {kv['target_weights_gb']:.1f} + "
                   f"{kv['draft_weights_gb']:.1f} GB); max running by KV: "
                   f"{kv['max_running_by_kv']}")
-    out = Path(HydraConfig.get().runtime.output_dir)
     write_outputs(app, cfg, results, point_name, out)
     console.print(f"results: {out}")
     return job_objective([r.summary for _, _, r in results], app.spec.method)
+
+
+def _prog() -> str:
+    return sys.argv[0].removesuffix(" simulate") if sys.argv else "workbench"
+
+
+MAX_REQUESTS = 200_000  # per simulated run: a second or so of simulation per thousand
+
+
+def bound_requests(runs: list[tuple[str, float | None, SimConfig]],
+                   app: SimulateConfig) -> None:
+    """ConfigError when a run would simulate more than MAX_REQUESTS requests (a closed loop
+    sends at least sweep.min_requests_per_client per client)."""
+    for _, point, cfg in runs:
+        n = cfg.workload.num_requests
+        if n > MAX_REQUESTS:
+            raise ConfigError(
+                f"the run at {point} would simulate {n:,} requests (workload.num_requests = "
+                f"{app.workload.num_requests}, at least sweep.min_requests_per_client = "
+                f"{app.sweep.min_requests_per_client} per client at concurrency "
+                f"{cfg.workload.concurrency}), above {MAX_REQUESTS:,}: lower the "
+                "concurrency or sweep.min_requests_per_client")
 
 
 def main() -> int:
@@ -230,6 +298,9 @@ def main() -> int:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises compose errors instead of printing
     try:
         _app()
+    except KeyboardInterrupt:
+        print("interrupted before any run finished: nothing was written", file=sys.stderr)
+        return 130
     except (HydraException, OmegaConfBaseException) as e:
         if previous == "1":
             raise

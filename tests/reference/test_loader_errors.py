@@ -96,3 +96,13 @@ def test_corrupt_drafter_config_names_the_file(target, drafter_dir, tmp_path):
     (bad / "config.json").write_text("{")
     with pytest.raises(ValueError, match=re.escape(f"{bad / 'config.json'} is not valid JSON")):
         load_dflash(bad, target)
+
+
+def test_a_drafter_of_another_vocabulary_is_named(target, drafter_dir, tmp_path):
+    other = tmp_path / "drafter"
+    shutil.copytree(drafter_dir, other)
+    vocab = target.config.vocab_size
+    _edit_config(other, vocab_size=2 * vocab)
+    with pytest.raises(ConfigError, match=f"'vocab_size'={2 * vocab} differs from the "
+                                          f"target's vocab_size={vocab}"):
+        load_dflash(other, target)

@@ -98,7 +98,7 @@ def test_request_larger_than_the_pool_fails_clearly():
                 workload__prompt_tokens_mean=3000, workload__prompt_tokens_cv=0.0,
                 workload__output_tokens_mean=3000, workload__output_tokens_cv=0.0,
                 workload__max_new_tokens=4096, workload__num_requests=2)
-    with pytest.raises(RuntimeError, match="KV pool"):
+    with pytest.raises(ConfigError, match="KV pool"):
         run(cfg)
 
 

@@ -69,13 +69,15 @@ def test_bad_value_exits_before_running(tmp_path):
 
 
 def test_an_explicit_concurrency_or_rate_is_the_only_point():
-    app = SimulateConfig()
+    app = SimulateConfig()  # as composed from these overrides: the values are in the config
+    app.workload.concurrency = 4
     explicit_points(app, ["spec=dflash", "workload.concurrency=4"])
     _, runs = plan_runs(app)
     assert sorted({point for _, point, _ in runs}) == [4]
     assert {cfg.workload.concurrency for _, _, cfg in runs} == {4}
     app = SimulateConfig()
     app.workload.arrival = "poisson"
+    app.workload.rate_rps = 2.5
     explicit_points(app, ["workload.rate_rps=2.5"])
     assert [cfg.workload.rate_rps for _, _, cfg in plan_runs(app)[1]] == [2.5, 2.5]
 

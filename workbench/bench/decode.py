@@ -73,6 +73,7 @@ from workbench.bench.report import (
     print_stamp,
 )
 from workbench.bench.tp import join
+from workbench.errors import need_cuda
 
 BOUND_TOK_S = 263.0  # 16.4 GB of weights at 4.30 TB/s
 COPY_TBPS = 4.30  # the H200's measured copy bandwidth
@@ -88,13 +89,13 @@ def bound_tok_s(cfg) -> float:
 
 
 def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int,
-                    device: str = "cuda"):
-    """transformers generate on the same weights (their dtype, on `device`): (decode tok/s,
-    greedy tokens)."""
+                    device: str = "cuda", dtype: torch.dtype = torch.bfloat16):
+    """transformers generate on the same weights (`state`, of `dtype` on `device`):
+    (decode tok/s, greedy tokens)."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     cfg = dict(PRESETS[preset])
-    dtype = next(iter(state.values())).dtype
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     torch.set_default_dtype(dtype)
     with torch.device(device):
         model = Qwen3ForCausalLM(Qwen3Config(**cfg, attn_implementation="eager"))
@@ -102,7 +103,6 @@ def hf_decode_tok_s(preset: str, state: dict, prompt: list[int], new_tokens: int
     model.load_state_dict(state, assign=True)
     model.eval().generation_config.eos_token_id = None
     ids = torch.tensor([prompt], device=device)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def timed(n):
         sync()
@@ -255,12 +255,15 @@ def _method_row(target, drafter, block: int, schedule: str | None, prompts, args
     }
 
 
+SMOKE = "python -m workbench.bench --device cpu --preset tiny (batch 1, 8 new tokens)"
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="qwen3-8b")
-    p.add_argument("--batch-sizes", default="1,4,16,64")
-    p.add_argument("--prompt-len", type=int, default=512)
-    p.add_argument("--new-tokens", type=int, default=256)
+    p.add_argument("--batch-sizes", default=None, help="default 1,4,16,64 (CPU: 1)")
+    p.add_argument("--prompt-len", type=int, default=None, help="default 512 (CPU: 32)")
+    p.add_argument("--new-tokens", type=int, default=None, help="default 256 (CPU: 8)")
     p.add_argument("--block-size", default="16",
                    help="B of the shared drafter; a list (e.g. 8,10,16) runs each B side by "
                         "side against the same AR runs")
@@ -273,7 +276,8 @@ def main(argv=None) -> dict:
     p.add_argument("--method", default=None,
                    help="method spec against AR (default: oracle:tau=TAU,block_size=B,"
                         "shadow=true,seed=BS: DFlash's work at the oracle's acceptance)")
-    p.add_argument("--hf-new-tokens", type=int, default=32, help="0 skips transformers")
+    p.add_argument("--hf-new-tokens", type=int, default=None,
+                   help="default 32 (CPU: 8); 0 skips transformers")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside the graphs")
     p.add_argument("--profile", action="store_true",
                    help="top kernels of bs-1 AR and DFlash decode")
@@ -290,6 +294,11 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default=None)
     engine_options.add_arguments(p)
     args = p.parse_args(argv)
+    args.device = need_cuda(args.device, "python -m workbench.bench", SMOKE)
+    for key, gpu, cpu in (("batch_sizes", "1,4,16,64", "1"), ("prompt_len", 512, 32),
+                          ("new_tokens", 256, 8), ("hf_new_tokens", 32, 8)):
+        if getattr(args, key) is None:  # a CPU smoke run by default on the CPU
+            setattr(args, key, gpu if args.device.startswith("cuda") else cpu)
     if args.tp > 1 and args.ablate:
         p.error("--ablate runs on one device: drop --tp")
     tp = join(args.tp, args.device) if args.tp > 1 else None
@@ -317,7 +326,7 @@ def main(argv=None) -> dict:
         return _ablate(args, cfg, prompts[0], dtype, state, result, opts)
     if args.hf_new_tokens:
         result["hf_tok_s"], hf_tokens = hf_decode_tok_s(args.preset, state, prompts[0],
-                                                        args.hf_new_tokens, args.device)
+                                                        args.hf_new_tokens, args.device, dtype)
         if cuda:
             torch.cuda.empty_cache()  # the transformers model is gone
     target = random_target(args.preset, device=args.device, dtype=dtype, state=state,

@@ -45,6 +45,7 @@ from reference.generate import generate
 from reference.loaders import preset_config, random_state_dict, random_target
 from reference.methods import BuildContext, MethodSpec, build
 from reference.model import Target
+from workbench.errors import need_cuda, run_main
 
 PHASES = ("decode", "draft", "verify", "inject")
 
@@ -230,6 +231,9 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default=None)
     engine_options.add_arguments(p)
     args = p.parse_args(argv)
+    args.device = need_cuda(args.device, "python -m workbench.bench.phases",
+                            "python -m workbench.bench.phases --device cpu --preset tiny "
+                            "--reps 2 --profile-reps 1")
     opts = engine_options.from_args(args)
     cuda = args.device == "cuda"
     cfg = preset_config(args.preset)
@@ -259,4 +263,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_main("workbench.bench.phases", lambda: main() and 0))  # a dict

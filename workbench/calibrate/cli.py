@@ -11,8 +11,10 @@ model stops measuring at `--budget-s` (the rest is filled by regression and coun
 `model=all` is toy, qwen3-4b, qwen3-8b, llama-3.1-8b. `--quick` is a tiny grid (CPU tests).
 Needs torch only (no hydra, no simpy). `--prefill-into FILE` measures only the prefill table
 into FILE's calibration of the model (one whose budget ran out before it). `python -m
-workbench calibrate install FILE...` (CPU) re-checks tables made elsewhere against
-conf/model/ and copies them into conf/calibration/.
+workbench calibrate install FILE... [--out DIR]` (CPU) re-checks tables made elsewhere
+against conf/model/ and copies them into conf/calibration/ (an installed copy: into
+./conf/calibration/ of the current folder; the installed package is never written).
+Without a CUDA device, one line names the CPU smoke run instead.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ import numpy as np
 
 from common.buckets import BATCH_BUCKETS
 from common.engine_options import add_arguments, from_args
+from common.paths import tree_output
 from common.stamps import stamp
 from simulator.calibration import FORMAT, REPO_CONF
+from workbench.atomic import write_text
 from workbench.calibrate.fit import borrow, fit, print_report
+from workbench.errors import OneLineParser, UserError, need_cuda, ranged
 
 ALL = ("toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
 FULL = dict(
@@ -213,38 +218,75 @@ def _driver(device: str) -> str | None:
     return out or None
 
 
-def install(files: list[str], hardware: str) -> int:
-    """Re-fit, check against conf/model/<name>.yaml and copy into conf/calibration/."""
+def install(files: list[str], hardware: str, out: Path | None = None) -> int:
+    """Re-fit, check against conf/model/<name>.yaml and copy into `out` (default the
+    checkout's conf/calibration/<hardware>/; ./conf/calibration/<hardware>/ when installed)."""
     import yaml
 
     from simulator.calibration import check_model
-    from simulator.params import ModelParams
+    from simulator.params import ConfigError, ModelParams
 
+    missing = [f for f in files if not Path(f).is_file()]
+    if not files or missing:
+        raise UserError(f"calibrate install: no such table {missing[0]}" if missing else
+                        "calibrate install needs the table files: install FILE... "
+                        "[hardware=h200] [--out DIR]")
+    dest_dir = out or tree_output(REPO_CONF / hardware, "--out")
     docs = [fit(json.loads(Path(f).read_text())) for f in files]
     borrow(docs)
     for f, doc in zip(files, docs, strict=True):
         name = doc["model"]["name"]
         spec = yaml.safe_load((REPO_CONF.parent / "model" / f"{name}.yaml").read_text())
         spec.pop("defaults", None)
-        check_model(doc, ModelParams(**spec), f)
-        dest = REPO_CONF / hardware / f"{name}.json"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(json.dumps(doc, indent=1))
+        try:
+            check_model(doc, ModelParams(**spec), f)
+        except ConfigError as e:  # e.g. a CPU smoke table (fp32) against the bf16 model
+            raise UserError(str(e)) from None
+        dest = write_text(dest_dir / f"{name}.json", json.dumps(doc, indent=1))
         print_report(doc)
         print(f"  -> {dest}")
     return 0
 
 
+SMOKE = "python -m workbench calibrate model=toy --quick --device cpu --out calib-smoke"
+
+
+def _keys(p: argparse.ArgumentParser, argv: list[str]) -> tuple[str, list[str]]:
+    """(hardware, model names) of the key=value arguments, each checked against conf/."""
+    keys = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    hardware = keys.pop("hardware", "h200")
+    models = keys.pop("model", "qwen3-8b")
+    if keys:
+        p.error(f"unknown keys {sorted(keys)} (model=..., hardware=...)")
+    known = sorted(f.stem for f in (REPO_CONF.parent / "hardware").glob("*.yaml")
+                   if not f.stem.startswith("base"))
+    if hardware not in known:
+        p.error(f"hardware={hardware} is not one of {', '.join(known)}")
+    from reference.loaders import PRESETS
+
+    names = list(ALL) if models == "all" else models.split(",")
+    bad = [n for n in names if n not in PRESETS]
+    if bad:
+        p.error(f"model={models}: {', '.join(bad)} is not one of all, "
+                f"{', '.join(sorted(PRESETS))}")
+    return hardware, names
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "install":
-        hw = next((a.split("=", 1)[1] for a in argv if a.startswith("hardware=")), "h200")
-        return install([a for a in argv[1:] if not a.startswith("hardware=")], hw)
-    keys = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
-    p = argparse.ArgumentParser(prog="python -m workbench calibrate", description=__doc__)
+        p = OneLineParser(prog="python -m workbench calibrate install")
+        p.add_argument("files", nargs="*")
+        p.add_argument("--out", type=Path, default=None, help="default conf/calibration/<hw>/")
+        a = p.parse_args([x for x in argv[1:] if not x.startswith("hardware=")])
+        hw = next((x.split("=", 1)[1] for x in argv if x.startswith("hardware=")), "h200")
+        return install(a.files, hw, a.out)
+    p = OneLineParser(prog="python -m workbench calibrate", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=None)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--budget-s", type=float, default=75.0, help="measuring time per model")
+    p.add_argument("--budget-s", type=ranged(float, 0, None, open_lo=True), default=75.0,
+                   help="measuring time per model (> 0)")
     p.add_argument("--quick", action="store_true", help="tiny grid (CPU tests)")
     p.add_argument("--no-compile", action="store_true", help="eager layers inside graphs")
     p.add_argument("--prefill-into", default=None, metavar="FILE",
@@ -252,13 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(p)
     args = p.parse_args([a for a in argv if a.startswith("-") or "=" not in a])
     args.engine_options = from_args(args)
-    args.hardware = keys.pop("hardware", "h200")
-    models = keys.pop("model", "qwen3-8b")
-    if keys:
-        p.error(f"unknown keys {sorted(keys)} (model=..., hardware=...)")
-    names = list(ALL) if models == "all" else models.split(",")
-    out = Path(args.out) if args.out else REPO_CONF / args.hardware
-    out.mkdir(parents=True, exist_ok=True)
+    args.hardware, names = _keys(p, argv)
+    if args.prefill_into and not Path(args.prefill_into).is_file():
+        p.error(f"--prefill-into {args.prefill_into}: no such file")
+    args.device = need_cuda(args.device, "calibrate", SMOKE)
+    out = Path(args.out) if args.out else tree_output(REPO_CONF / args.hardware, "--out")
     t0 = time.perf_counter()
     grid = QUICK if args.quick else FULL
     for name in names:
@@ -269,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             doc = fit(prefill_into(base, grid, args))
         else:
             doc = fit(measure_model(name, grid, args))
-        (out / f"{name}.json").write_text(json.dumps(doc, indent=1))
+        write_text(out / f"{name}.json", json.dumps(doc, indent=1))
         print_report(doc)
         _free_device()
     print(f"calibrated {', '.join(names)} in {time.perf_counter() - t0:.1f} s -> {out}")

@@ -43,13 +43,7 @@ from workbench.decode.prompts import (
     read_prompt_file,
     stop_token_ids,
 )
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line (`--help` shows the usage)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+from workbench.errors import OneLineParser
 
 
 def _number(kind: type, rule: str, ok):
@@ -68,8 +62,8 @@ def _number(kind: type, rule: str, ok):
 POSITIVE = _number(int, ">= 1", lambda v: v >= 1)
 
 
-def _parser() -> _Parser:
-    p = _Parser(
+def _parser() -> OneLineParser:
+    p = OneLineParser(
         prog="python -m workbench decode",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -160,6 +154,9 @@ def _given_prompts(args) -> list[Prompt] | None:
 
 
 def _check_flags(args) -> None:
+    if "" in args.stop:
+        raise UsageError("--stop '': an empty stop string would cut every completion to "
+                         "nothing (give a non-empty string)")
     if args.method and args.drafter:
         raise UsageError("give --method or --drafter, not both")
     if args.block_size is not None and not args.drafter:

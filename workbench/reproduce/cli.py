@@ -23,9 +23,11 @@ import sys
 import time
 from pathlib import Path
 
+from common.paths import tree_output
 from common.stamps import stamp
+from workbench.atomic import write_text
 from workbench.reproduce.data import toy_headline
-from workbench.reproduce.entry import ROOT, Entry
+from workbench.reproduce.entry import ROOT, Entry, Outcome
 
 
 def entries() -> list[Entry]:
@@ -72,7 +74,13 @@ def run(selected: list[Entry], log=print) -> list[dict]:
     rows = []
     for i, e in enumerate(selected, 1):
         t0 = time.perf_counter()
-        out = e.measure()
+        try:
+            out = e.measure()
+        except FileNotFoundError as err:  # an installed copy ships no benchmarks/ data
+            missing = Path(err.filename or "?")
+            shown = missing.relative_to(ROOT) if missing.is_relative_to(ROOT) else missing
+            out = Outcome(f"not here: {shown} (committed in the source repository, not in "
+                          "the installed package)", None)
         secs = time.perf_counter() - t0
         rows.append(
             {
@@ -136,12 +144,20 @@ def markdown(rows: list[dict], header: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _headline() -> str:
+    """The toy world's headline, or why it is missing (an installed copy has no benchmarks/)."""
+    try:
+        return toy_headline()
+    except FileNotFoundError:
+        return "the toy world's committed results are in the source repository (benchmarks/)"
+
+
 def write(rows: list[dict], header: dict, out: Path) -> list[Path]:
     """report.md and report.json under `out`."""
     out.mkdir(parents=True, exist_ok=True)
     md, js = out / "report.md", out / "report.json"
-    md.write_text(markdown(rows, header))
-    js.write_text(json.dumps({"header": header, "rows": rows}, indent=1) + "\n")
+    write_text(md, markdown(rows, header))
+    write_text(js, json.dumps({"header": header, "rows": rows}, indent=1) + "\n")
     return [md, js]
 
 
@@ -169,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         print(err, file=sys.stderr)
         return 2
     default = ROOT / ("outputs/reproduce" if args.only else "experiments/reproduce")
+    if args.out is None:
+        default = tree_output(default, "--out")
     t0 = time.perf_counter()
     rows = run(selected)
     sim = {e.name for e in selected if e.data.startswith("simulator")}
@@ -182,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": info["versions"]["python"],
         "numpy": info["versions"]["numpy"],
         "simpy": info["versions"]["simpy"],
-        "toy_headline": toy_headline(),
+        "toy_headline": _headline(),
     }
     for path in write(rows, header, args.out or default):
         print(f"wrote {path}")

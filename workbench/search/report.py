@@ -24,6 +24,7 @@ from rich.table import Table
 
 from common.paths import conf_dir
 from simulator.params import SpecParams
+from workbench.atomic import atomic_path
 from workbench.config import load, register_configs
 from workbench.search.space import conditional_keys, job_objective, summary_objective
 from workbench.simulate import explicit_points, label_of, plan_runs, run_all
@@ -181,7 +182,8 @@ def plot_search(jobs: Sequence[Any], default: float, path: Path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 

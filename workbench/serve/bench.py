@@ -4,11 +4,14 @@
     python -m workbench serve-bench --target random:tiny --device cpu --concurrency 1,4 \\
         --prompt-len 16 --max-new-tokens 24 --out /tmp/sb              # CPU smoke, seconds
 
-Setups: `--target` (default a random Qwen3-8B-shaped bf16 model) with `--methods`, registered
-method specs separated by ';' (reference/methods/; default `none` and `oracle`: DFlash rounds
-at controlled acceptance, the shared `--drafter` running its draft forward and KV injection
-every round as the oracle's shadow, its drafts replaced by the target's own greedy
-continuation corrupted to a geometric survival curve of mean commit length --tau, B =
+Defaults fit the machine: on a GPU a random Qwen3-8B-shaped bf16 target at concurrency
+1, 4, ..., 64; without one the CPU smoke (random:tiny, concurrency 1 and 4, 16 prompt
+tokens, 24 new), said in one line; `--device cuda` without a GPU is a one-line error.
+Setups: `--target` (default a random Qwen3-8B-shaped bf16 model on a GPU) with `--methods`,
+registered method specs separated by ';' (reference/methods/; default `none` and `oracle`:
+DFlash rounds at controlled acceptance, the shared `--drafter` running its draft forward and
+KV injection every round as the oracle's shadow, its drafts replaced by the target's own
+greedy continuation corrupted to a geometric survival curve of mean commit length --tau, B =
 --block-size); with `--toy DIR`, then the toy target DIR/target with `none` and its trained
 drafter DIR/dflash-b16, prompts from the toy corpus' test split.
 Each method runs in `sync` and `overlap` mode (reference/serve/loop.py), each run after a
@@ -32,50 +35,94 @@ the host's launch, so only the GPU's numbers mean much.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import random
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from common.engine_options import add_arguments, from_args
 from common.stamps import command_line, stamp
+from workbench.errors import OneLineParser, UserError, int_list, name_list, need_cuda, ranged
 from workbench.serve.report import ratios, save, show
 
 T0 = time.perf_counter()
 
 
+SMOKE = {"target": "random:tiny", "concurrency": "1,4", "prompt_len": 16, "max_new_tokens": 24}
+GPU = {"target": "random:qwen3-8b", "concurrency": "1,4,8,16,32,64", "prompt_len": 256,
+       "max_new_tokens": 128}
+BIG = 1 << 20
+
+
 def _args(argv):
-    p = argparse.ArgumentParser(prog="python -m workbench serve-bench",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--target", default="random:qwen3-8b", help="random:<preset> or HF dir")
+    p = OneLineParser(prog="python -m workbench serve-bench",
+                      description=__doc__.splitlines()[0])
+    p.add_argument("--target", default=None, help="random:<preset> or HF dir (default: "
+                   "random:qwen3-8b on a GPU, random:tiny on the CPU)")
     p.add_argument("--toy", default=None, help="recipe folder (target/, dflash-b16/): run it too")
     p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
-    p.add_argument("--concurrency", default="1,4,8,16,32,64")
-    p.add_argument("--modes", default="sync,overlap")
+    p.add_argument("--concurrency", type=int_list(1, 4096), default=None,
+                   help="comma-separated, each in [1, 4096] (default: 1,4,...,64 on a GPU, "
+                        "1,4 on the CPU)")
+    p.add_argument("--modes", type=name_list(("sync", "overlap")), default="sync,overlap")
     p.add_argument("--methods", default=None,
                    help="method specs of --target separated by ';' (default: none;oracle:"
                         "tau=TAU,block_size=B,shadow=true)")
-    p.add_argument("--tau", type=float, default=6.5, help="default oracle's mean commit length")
-    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--tau", type=ranged(float, 1, 256), default=6.5,
+                   help="default oracle's mean commit length, in [1, --block-size]")
+    p.add_argument("--block-size", type=ranged(int, 1, 256), default=16)
     p.add_argument("--drafter", default="random",
                    help="the shared drafter: 'random' (the preset's DFlash shapes), a drafter "
                         "folder, or 'none'; an oracle with shadow=true runs it as its shadow")
-    p.add_argument("--prompt-len", type=int, default=256)
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--spread", type=float, default=0.0, help="max new tokens drawn in "
-                   "[(1 - spread) * max, max]")
-    p.add_argument("--requests-per-client", type=int, default=3)
-    p.add_argument("--min-requests", type=int, default=4)
-    p.add_argument("--rate", type=float, default=None,
+    p.add_argument("--prompt-len", type=ranged(int, 1, BIG), default=None,
+                   help="default 256 on a GPU, 16 on the CPU")
+    p.add_argument("--max-new-tokens", type=ranged(int, 1, BIG), default=None,
+                   help="default 128 on a GPU, 24 on the CPU")
+    p.add_argument("--spread", type=ranged(float, 0, 1), default=0.0, help="max new tokens "
+                   "drawn in [(1 - spread) * max, max], spread in [0, 1]")
+    p.add_argument("--requests-per-client", type=ranged(int, 1, BIG), default=3)
+    p.add_argument("--min-requests", type=ranged(int, 0, BIG), default=4)
+    p.add_argument("--rate", type=ranged(float, 0, None, open_lo=True), default=None,
                    help="open loop instead: Poisson arrivals (req/s), concurrency caps the batch")
-    p.add_argument("--prefill-budget", type=int, default=8192)
+    p.add_argument("--prefill-budget", type=ranged(int, 1, BIG), default=8192)
     p.add_argument("--no-compile", action="store_true", help="eager layers in the CUDA graphs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="output folder")
     add_arguments(p)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.tau > args.block_size:
+        p.error(f"argument --tau: {args.tau:g} is above --block-size = {args.block_size}")
+    return args
+
+
+def fit_machine(args) -> str:
+    """The device, and the defaults left unset filled for it (SMOKE on the CPU, GPU on a
+    GPU); says so in one line on stderr when the CPU smoke replaces the GPU sweep."""
+    device = need_cuda(args.device, "serve-bench",
+                       "python -m workbench serve-bench --device cpu (random:tiny, seconds)")
+    filled = SMOKE if device == "cpu" else GPU
+    unset = [k for k in filled if getattr(args, k) is None]
+    for k in unset:
+        setattr(args, k, filled[k])
+    if device == "cpu" and "target" in unset:
+        print("serve-bench: no CUDA device, so the CPU smoke run: " + ", ".join(
+            f"--{k.replace('_', '-')} {filled[k]}" for k in unset), file=sys.stderr)
+    _check_target(args.target)
+    return device
+
+
+def _check_target(target: str) -> None:
+    from reference.loaders import PRESETS
+
+    if target.startswith("random:"):
+        if target.removeprefix("random:") not in PRESETS:
+            raise UserError(f"--target {target}: the preset must be one of "
+                            f"{', '.join(sorted(PRESETS))}")
+    elif not (Path(target) / "config.json").is_file():
+        raise UserError(f"--target {target}: no config.json there (random:<preset> or an HF "
+                        "model folder)")
 
 
 def _lengths(args, n: int) -> list[int]:
@@ -130,6 +177,7 @@ def _run(target, proposer, reqs, streams, conc: int, mode: str, args) -> tuple[d
     row = {"concurrency": conc, "mode": mode, "requests": len(reqs),
            "throughput_tok_s": s["throughput_tok_s"], "tpot_ms": 1e3 * s["tpot_s"],
            "tpot_p99_ms": 1e3 * s["tpot_p99_s"], "ttft_ms": 1e3 * s["ttft_s"], "tau": s["tau"],
+           "acceptance_length": s["tau"],  # SGLang's and vLLM's name for tau
            **{k: s.get(k, 0.0) for k in ("gpu_idle_fraction", "round_idle_fraction",
                                          "round_ms", "gap_ms_per_step", "host_ms_per_step",
                                          "host_wait_ms_per_step", "plan_ms_per_step",
@@ -231,17 +279,19 @@ def _release(target) -> None:
 
 
 def run(argv=None) -> dict:
-    """Run the sweep of `argv` (the command's arguments); returns the result document."""
+    """Run the sweep of `argv` (the command's arguments); returns the result document. The
+    arguments are checked before torch is imported, so a bad one fails in a blink."""
+    args = _args(argv)
+
     import torch
 
     from reference.loaders import DFLASH_PRESETS, load_target, random_target
     from reference.methods import MethodSpec, build
     from reference.methods.variants import drafter_spec
 
-    args = _args(argv)
     opts = from_args(args)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    cuda = device == "cuda"
+    device = fit_machine(args)
+    cuda = device.startswith("cuda")
     threads = torch.get_num_threads()
     if not cuda:
         torch.set_num_threads(1)  # tiny CPU models: OpenMP threads only add contention
@@ -291,12 +341,21 @@ def run(argv=None) -> dict:
         torch.set_num_threads(threads)
     show(result)
     if args.out:
-        save(result, args.out)
+        save(result, args.out, "complete")
     return result
 
 
 def main(argv=None) -> int:
-    run(argv)
+    """Entry point; Ctrl-C ends in one line that says what serve_bench.json kept."""
+    try:
+        run(argv)
+    except KeyboardInterrupt:
+        out = _args(argv).out
+        kept = (f"the finished runs are in {out}/serve_bench.json (status = interrupted)"
+                if out else "nothing was kept (no --out)")
+        print(f"serve-bench interrupted: {kept}; rerun with --concurrency set to the points "
+              "left", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -1,7 +1,8 @@
 """serve-bench's result document: overlap / sync ratios, the markdown table, the files.
 
 serve_bench.json (stamped by workbench.results.write_json) and serve_bench.md are rewritten
-after every run, so a cut run keeps its finished rows.
+atomically after every run, so a cut run keeps its finished rows; serve_bench.json's
+`status` says "interrupted" until the last run is written, then "complete".
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ COLUMNS = (("setup", "setup", "{}"), ("C", "concurrency", "{}"), ("method", "met
            ("lossless", "lossless", "{}"))
 
 
-def save(result: dict, out: str) -> None:
+def save(result: dict, out: str, status: str = "interrupted") -> None:
     """serve_bench.json and serve_bench.md (rewritten after every run: a cut run keeps its
-    finished rows)."""
+    finished rows), with `status` ("interrupted" until the sweep's end, then "complete")."""
+    from workbench.atomic import write_text
     from workbench.results import write_json
 
+    result["status"] = status
     result["ratios"] = ratios(result["rows"])
     write_json(Path(out) / "serve_bench.json", result)
-    (Path(out) / "serve_bench.md").write_text(markdown(result))
+    write_text(Path(out) / "serve_bench.md", markdown(result))
 
 
 def ratios(rows: list[dict]) -> list[dict]:

@@ -18,7 +18,6 @@ experiments/validation/h200-<model>.{md,csv,png} (workbench/validate/report.py).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 from common.engine_options import add_arguments, from_args
 from common.stamps import stamp
 from common.survival import geometric_curve
+from workbench.atomic import write_text
+from workbench.errors import OneLineParser, int_list, need_cuda, ranged
 
 
 def run_cell(target, prompts, proposer, new_tokens: int) -> tuple[dict, list]:
@@ -98,28 +99,38 @@ def measure(args) -> dict:
 
 
 def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
+    return [int(x) for x in int_list(1, 4096)(text).split(",")]
+
+
+SMOKE = ("python -m workbench validate run model=tiny --device cpu --concurrency 1 --blocks 4 "
+         "--repeats 1 --prompt 8 --new-tokens 8 --out validation-smoke")
+MODELS = ("tiny", "toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("run", "report"):
+    if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
+        return 0 if argv else 2
+    if argv[0] not in ("run", "report"):
+        print(f"validate: {argv[0]!r} is not a subcommand (run, report; see --help)",
+              file=sys.stderr)
         return 2
     if argv[0] == "report":
         from workbench.validate.report import main as report_main
 
         return report_main(argv[1:])
     keys = dict(a.split("=", 1) for a in argv[1:] if "=" in a and not a.startswith("-"))
-    p = argparse.ArgumentParser(prog="python -m workbench validate run")
+    p = OneLineParser(prog="python -m workbench validate run")
     p.add_argument("--out", default=".")
     p.add_argument("--device", default="cuda")
     p.add_argument("--concurrency", type=_ints, default=[1, 4, 16, 64])
     p.add_argument("--blocks", type=_ints, default=[4, 8, 16])
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--prompt", type=int, default=512)
-    p.add_argument("--new-tokens", type=int, default=128)
-    p.add_argument("--alpha", type=float, default=0.85, help="oracle: s_j = alpha^j")
+    p.add_argument("--repeats", type=ranged(int, 1, 1000), default=3)
+    p.add_argument("--prompt", type=ranged(int, 1, 1 << 20), default=512)
+    p.add_argument("--new-tokens", type=ranged(int, 1, 1 << 20), default=128)
+    p.add_argument("--alpha", type=ranged(float, 0, 1), default=0.85,
+                   help="oracle: s_j = alpha^j, alpha in [0, 1]")
     p.add_argument("--no-compile", action="store_true")
     add_arguments(p)
     args = p.parse_args([a for a in argv[1:] if a.startswith("-") or "=" not in a])
@@ -127,12 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     args.model = keys.pop("model", "qwen3-8b")
     if keys:
         p.error(f"unknown keys {sorted(keys)} (model=...)")
+    if args.model not in MODELS:
+        p.error(f"model={args.model} is not one of {', '.join(MODELS)}")
+    args.device = need_cuda(args.device, "validate run", SMOKE)
     t0 = time.perf_counter()
     doc = measure(args)
     doc["wall_s"] = time.perf_counter() - t0
     out = Path(args.out) / f"validation-{args.model}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc))
+    write_text(out, json.dumps(doc))
     print(f"{len(doc['runs'])} runs in {doc['wall_s']:.1f} s -> {out}")
     return 0
 

@@ -12,7 +12,6 @@ model (constant alpha, a different seed per repeat). Writes <out-dir>/<hardware>
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import tempfile
@@ -21,8 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from common.methods import BASELINE
+from common.paths import tree_output
 from simulator.calibration import REPO_CONF, heldout_report, load_calibration
 from simulator.metrics import weighted_stats
+from workbench.atomic import atomic_open, atomic_path, write_text
+from workbench.errors import OneLineParser
 from workbench.validate import diag
 
 METRICS = ("throughput", "tpot_mean", "tpot_p99", "ttft", "decode_tput")
@@ -100,7 +102,7 @@ def evaluate(doc: dict, calib: str, model: dict) -> list[dict]:
                 cfg = sim_config(model, calib, setup, c, method, block)
                 if method != BASELINE:
                     path = Path(tmp) / f"trace-{c}-{block}-{i}.json"
-                    path.write_text(json.dumps(r["accept_lengths"]))
+                    write_text(path, json.dumps(r["accept_lengths"]))
                     cfg["spec"].update(acceptance="replay", replay_path=str(path))
                 replay.append(simulated_metrics(cfg))
                 if method != BASELINE:
@@ -152,7 +154,7 @@ def _cell(r: dict) -> str:
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
-    with path.open("w", newline="") as f:
+    with atomic_open(path, newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
@@ -177,7 +179,8 @@ def write_plot(rows: list[dict], path: Path) -> None:
                ylabel=f"predicted {LABELS[m]}")
     axes[0].legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
@@ -257,23 +260,25 @@ def write_markdown(doc: dict, calib: dict, rows: list[dict], path: Path) -> None
               f"python -m workbench validate run model={doc['model']} --out $OUT  # GPU",
               f"python -m workbench validate report $OUT/validation-{doc['model']}.json",
               "```", ""]
-    path.write_text("\n".join(lines))
+    write_text(path, "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workbench validate report")
+    p = OneLineParser(prog="python -m workbench validate report")
     p.add_argument("measured", help="validation-<model>.json from `validate run`")
     p.add_argument("--calibration", default=None, help="table name or path "
                    "(default h200/<model>)")
-    p.add_argument("--out-dir", default=str(OUT_DIR))
+    p.add_argument("--out-dir", default=None, help="default experiments/validation/ (an "
+                   "installed copy: ./experiments/validation/)")
     args = p.parse_args(argv)
+    if not Path(args.measured).is_file():
+        p.error(f"measured = {args.measured}: no such file (validation-<model>.json)")
     doc = json.loads(Path(args.measured).read_text())
     calib_name = args.calibration or f"h200/{doc['model']}"
     model = _model_yaml(doc["model"])
     calib = load_calibration(calib_name, _model_params(model))
     rows = evaluate(doc, calib_name, model)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out_dir) if args.out_dir else tree_output(OUT_DIR, "--out-dir")
     stem = f"{calib['hardware']['name']}-{doc['model']}"
     write_csv(rows, out / f"{stem}.csv")
     write_plot(rows, out / f"{stem}.png")
