@@ -79,7 +79,7 @@ def test_a_bad_input_is_one_line(capsys, monkeypatch, argv, parts):
 
 def test_serve_bench_defaults_fit_a_cpu(monkeypatch, capsys):
     import torch
-    from workbench.serve_bench import _args, fit_machine
+    from workbench.serve.bench import _args, fit_machine
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     args = _args([])
@@ -152,7 +152,7 @@ def test_an_installed_copy_writes_under_the_current_folder(tmp_path, monkeypatch
 
 
 def test_serve_bench_json_says_interrupted_until_the_end(tmp_path):
-    from workbench.serve_report import save
+    from workbench.serve.report import save
 
     result = {"meta": {}, "rows": []}
     save(result, str(tmp_path))
