@@ -79,6 +79,7 @@ def test_a_bad_input_is_one_line(capsys, monkeypatch, argv, parts):
 
 def test_serve_bench_defaults_fit_a_cpu(monkeypatch, capsys):
     import torch
+
     from workbench.serve.bench import _args, fit_machine
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
