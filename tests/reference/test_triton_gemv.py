@@ -40,7 +40,12 @@ def _spy(monkeypatch) -> list[tuple[int, ...]]:
 
     monkeypatch.setattr(ops, "_use_triton", lambda t: True)
     monkeypatch.setattr(kernels, "gemv", spy)
-    monkeypatch.setattr(kernels, "paged_attention", kernels.paged_attention_ref)
+
+    def attention_oracle(*args, unsplit_max_width=0, fused_merge=False, pdl=False,
+                         tall_tree=False, **kw):  # the kernel's launch switches: none here
+        return kernels.paged_attention_ref(*args, **kw)
+
+    monkeypatch.setattr(kernels, "paged_attention", attention_oracle)
     return calls
 
 

@@ -14,7 +14,7 @@ import simulator
 from workbench.calibrate.engine import _conf, main, sim_config
 from workbench.calibrate.engine_results import BenchRun, ResultError, read
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "data"
 
 
 def test_reads_both_formats():

@@ -60,7 +60,7 @@ def test_types_name_the_value_and_the_range():
     (["serve-bench", "--target", "random:nosuch", "--device", "cpu"], ("tiny", "qwen3-8b")),
     (["serve-bench", "--device", "cuda"], ("needs a CUDA GPU", "--device cpu")),
     (["calibrate"], ("needs a CUDA GPU", "--quick --device cpu")),
-    (["calibrate", "model=nosuch", "--device", "cpu"], ("model=nosuch", "tiny, toy")),
+    (["calibrate", "model=nosuch", "--device", "cpu"], ("model=nosuch", "tiny-moe, toy")),
     (["calibrate", "--budget-s", "0"], ("--budget-s: 0 is not > 0",)),
     (["calibrate", "install", "nosuch.json"], ("no such table nosuch.json",)),
     (["validate", "run", "--device", "cuda"], ("needs a CUDA GPU", "validate run model=tiny")),
