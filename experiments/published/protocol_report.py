@@ -96,7 +96,7 @@ def markdown(pub: Published, runs: dict, scores: dict, command: str) -> str:
             f"{within} of them within their printed value's rounding (given beside each "
             "error).", ""]
     out += [f"- {c.source} {c.model} {c.dataset} {c.method} {c.engine} c = {c.concurrency} "
-            f"({regime(c)}): {_pct(e)}, rounding +-{_abs(c.rounding)}"
+            f"({regime(c)}): {_pct(e)}, rounding +-{100 * c.rounding:.2f}%"
             for c, e in sorted(bad, key=lambda x: -abs(x[1]))]
     return "\n".join(out) + "\n"
 

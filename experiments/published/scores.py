@@ -4,8 +4,8 @@ bias (median error) and a cluster-bootstrap 95% interval of the median |error| a
 bias, a cluster being one published row (source, model, dataset, method, engine: its cells
 at the row's concurrencies share a tau and a transcription); coverage = cells predicted /
 cells published; within rounding = held-out cells whose |error| is at most their printed
-value's rounding (`Cell.rounding`). A cell scored on its speedup (`Cell.scored_on`) is compared with its
-published speedup times its simulated baseline (protocol.py `targets`).
+value's rounding (`Cell.rounding`). A cell scored on its speedup (`Cell.scored_on`) is
+compared with its published speedup times its simulated baseline (protocol.py `targets`).
 """
 
 from __future__ import annotations

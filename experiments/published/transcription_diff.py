@@ -6,8 +6,9 @@ by table (source, model, dataset), row (method, engine, spec) and column (concur
 compares each cell's published fields: tok_s, speedup, tau (a scalar tau stands for every
 column), from_speedup_of (the row a derived baseline is read from), the printed decimals of
 tok_s and speedup (the row's `decimals`, from which the loader takes each cell's rounding),
-and the table's hardware and whether it is marked unpredictable. It prints every disagreement and every cell found in
-one file only, then a one-line count, and exits 1 if there is any of either.
+and the table's hardware and whether it is marked unpredictable. It prints every disagreement
+and every cell found in one file only, then a one-line count, and exits 1 if there is any of
+either.
 """
 
 from __future__ import annotations
