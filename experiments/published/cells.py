@@ -62,11 +62,16 @@ class Cell:
 
     @property
     def row(self) -> str:
-        return f"{self.model} {self.dataset} {self.method} {self.engine}"
+        return row_name(self.model, self.dataset, self.method, self.engine)
 
     @property
     def id(self) -> str:
         return cell_id(self.source, self.row, self.concurrency)
+
+
+def row_name(model: str, dataset: str, method: str, engine: str) -> str:
+    """A row's name within its table (`Cell.row`)."""
+    return f"{model} {dataset} {method} {engine}"
 
 
 def cell_id(table: str, row: str, concurrency: int) -> str:
@@ -110,7 +115,7 @@ def _row_cells(table: dict, row: dict, base_row: dict | None) -> list[Cell]:
     cs = table["concurrency"]
 
     def ids(r: dict) -> list[str]:
-        name = f"{table['model']} {table['dataset']} {r['method']} {r['engine']}"
+        name = row_name(table["model"], table["dataset"], r["method"], r["engine"])
         return [cell_id(table["source"], name, c) for c in cs]
 
     def add(a: list[float], b: list[float]) -> list[float]:
