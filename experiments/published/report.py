@@ -37,7 +37,9 @@ def predictions(pub: Published, fits: dict[str, dict], runs: dict) -> list[dict]
     """One row per cell (the keys of predictions.json), in the cells' order: a baseline as
     the fit simulates it (role `fit`); a speculative cell under the protocol's `anchored`
     scheme (role `anchor` for the anchors, `prediction` for the held-out cells), error
-    against what it is scored on (protocol.py `targets`), and every scheme's tok/s."""
+    against what it is scored on (protocol.py `targets`), and every scheme's tok/s; every
+    row carries its provenance (cells.py: table, row, derived_from, rounding) and whether
+    its |error| is within that rounding."""
     values = {k.split("@")[0]: v["values"] for k, v in fits.items()}
     base = iter(simulate(pub, [c for c in pub.cells if c.baseline], values))
     spec = iter(range(len(spec_cells(pub))))
@@ -48,6 +50,8 @@ def predictions(pub: Published, fits: dict[str, dict], runs: dict) -> list[dict]
             "source": c.source, "model": c.model, "hardware": c.hardware, "engine": c.engine,
             "dataset": c.dataset, "method": c.method, "concurrency": c.concurrency,
             "published_tok_s": c.published_tok_s, "tau": c.tau, "derived": c.derived,
+            "table": c.table, "row": c.row, "derived_from": c.derived_from,
+            "rounding": round(c.rounding, 5),
         }
         if c.baseline:
             t = float(next(base))
@@ -59,6 +63,7 @@ def predictions(pub: Published, fits: dict[str, dict], runs: dict) -> list[dict]
             row.update(predicted_tok_s=round(float(t), 1), **extra[i],
                        role="anchor" if extra[i]["anchor"] else "prediction",
                        error=round(float(t) / target - 1.0, 4))
+        row["within_rounding"] = abs(row["error"]) <= c.rounding
         out.append(row)
     return out
 
@@ -219,11 +224,13 @@ def markdown(pub: Published, rows: list[dict], fits: dict, s: dict, command: str
         "## Every cell",
         "",
         "error = simulated / published - 1; role fit: a baseline the factors were fitted "
-        "on; derived: published as a speedup (or a speedup's quotient), converted.",
+        "on; derived: published as a speedup (or a speedup's quotient), converted; "
+        "rounding: the half-width of the printed value's last digit relative to the value "
+        "(cells.py), marked * where |error| is within it.",
         "",
         "| source | model | dataset | method | engine | c | tau | published | simulated "
-        "| error | role |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| error | rounding | role |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         tau = "-" if r["tau"] is None else f"{r['tau']:g}"
@@ -231,11 +238,14 @@ def markdown(pub: Published, rows: list[dict], fits: dict, s: dict, command: str
             f"| {r['source']} | {r['model']} | {r['dataset']} | {r['method']} | "
             f"{r['engine']} | {r['concurrency']} | {tau} | "
             f"{r['published_tok_s']:,.0f}{'*' if r['derived'] else ''} | "
-            f"{r['predicted_tok_s']:,.0f} | {_pct(r['error'])} | {r['role']} |"
+            f"{r['predicted_tok_s']:,.0f} | {_pct(r['error'])} | "
+            f"+-{100 * r['rounding']:.2f}%{'*' if r['within_rounding'] else ''} | {r['role']} |"
         )
     out += ["", "## Cells outside the targets or not predicted", ""]
     bad = [r for r in rows if r["role"] == "prediction" and abs(r["error"]) > TARGET_WORST]
-    out.append(f"{len(bad)} predictions are off by more than 25% (findings.md says why):")
+    out.append(f"{len(bad)} predictions are off by more than 25% (findings.md says why), "
+               f"{sum(r['within_rounding'] for r in bad)} of them within their printed "
+               "value's rounding:")
     out += [
         f"- {r['source']} {r['model']} {r['dataset']} {r['method']} {r['engine']} "
         f"c = {r['concurrency']}: {_pct(r['error'])}"

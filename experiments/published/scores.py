@@ -3,8 +3,9 @@ error = simulated / published - 1; per group the median |error|, the worst, the 
 bias (median error) and a cluster-bootstrap 95% interval of the median |error| and of the
 bias, a cluster being one published row (source, model, dataset, method, engine: its cells
 at the row's concurrencies share a tau and a transcription); coverage = cells predicted /
-cells published. A cell scored on its speedup (`Cell.scored_on`) is compared with its
-published speedup times its simulated baseline (protocol.py `targets`).
+cells published; within rounding = held-out cells whose |error| is at most their printed
+value's rounding (`Cell.rounding`). A cell scored on its speedup (`Cell.scored_on`) is
+compared with its published speedup times its simulated baseline (protocol.py `targets`).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def score(pub: Published, cells: list[Cell], runs: dict) -> dict:
                 lambda c: c.source in DENSE_SOURCES and c.method == "dflash"
                 and regime(c) != "MoE"),
             "coverage": f"{len(rows)} of {published}",
+            "within_rounding": sum(abs(e) <= c.rounding for c, e in rows),
             "spec_v2_gain": {str(k): gain(tok, cells, k) for k in (1, 32)},
         }
     return out

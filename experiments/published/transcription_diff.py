@@ -4,9 +4,11 @@
 cells_second.json next to this file) expands every table row of both files into cells keyed
 by table (source, model, dataset), row (method, engine, spec) and column (concurrency), and
 compares each cell's published fields: tok_s, speedup, tau (a scalar tau stands for every
-column), from_speedup_of (the row a derived baseline is read from), and the table's hardware
-and whether it is marked unpredictable. It prints every disagreement and every cell found in
-one file only, then a one-line count, and exits 1 if there is any of either.
+column), from_speedup_of (the row a derived baseline is read from), the printed decimals of
+tok_s and speedup (the row's `decimals`, from which the loader takes each cell's rounding),
+and the table's hardware and whether it is marked unpredictable. It prints every disagreement
+and every cell found in one file only, then a one-line count, and exits 1 if there is any of
+either.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROW_FIELDS = ("tok_s", "speedup", "tau", "from_speedup_of")
+PRINTED = ("tok_s", "speedup")
 
 
 def cells(doc: dict) -> dict[tuple, dict]:
@@ -44,6 +47,9 @@ def cells(doc: dict) -> dict[tuple, dict]:
                     if f in row:
                         v = row[f]
                         cell[f] = v[i] if isinstance(v, list) else v
+                for f in PRINTED:
+                    if f in row:
+                        cell[f"{f} decimals"] = row.get("decimals", {}).get(f, "<absent>")
                 out[key] = cell
     return out
 
