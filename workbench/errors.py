@@ -1,5 +1,6 @@
 """One-line errors for the workbench's commands: argument types with their accepted range,
-a parser whose errors are one line, and the GPU check of the GPU-only commands.
+a parser whose errors are one line, the GPU check of the GPU-only commands, and the check
+that an output folder holds no earlier results.
 
 A bad value ends as `<prog>: error: argument --x: ...` (argparse's own wording, its usage
 block left out) and exit status 2; a `UserError` raised anywhere in a command ends as
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -96,6 +98,17 @@ def need_cuda(device: str | None, command: str, smoke: str) -> str:
         raise UserError(f"{command} needs a CUDA GPU (--device {device}) and this machine has "
                         f"none; the CPU smoke run: {smoke}")
     return device
+
+
+def fresh_output(folder: str | Path, names: Iterable[str], flag: str = "--out") -> None:
+    """Raises UserError in one line when `folder` already holds one of `names` (the files or
+    folders a command writes there), before anything is written: a run never overwrites an
+    earlier run's results (simulate's run folders refuse the same way: workbench/rundir.py).
+    Files of other names beside them are left alone and do not count."""
+    taken = [n for n in names if (Path(folder) / n).exists()]
+    if taken:
+        raise UserError(f"{flag} {folder} already holds results ({', '.join(taken)}); "
+                        "nothing was written: pick a new folder")
 
 
 def run_main(name: str, main: Callable[[], int | None]) -> int:

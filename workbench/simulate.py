@@ -13,6 +13,8 @@ summary, stamped with the package version and commit), requests.csv (one row per
 the PNG plots and config_resolved.yaml (.hydra/ holds Hydra's own copies). The files are
 written atomically after every finished run (status "interrupted" until the last), so
 Ctrl-C keeps the finished runs and prints, in one line, the override that runs the rest.
+`--help` lists the groups' options and every config field with its value (overrides
+applied), accepted range and description (workbench/help.py).
 
 Examples:
     python -m workbench simulate spec=eagle engine=sync
@@ -56,6 +58,7 @@ from simulator.params import ConfigError, SimConfig, SpecParams
 from simulator.steady import throughput_for
 from workbench.atomic import write_text
 from workbench.config import SimulateConfig, error_line, load, register_configs
+from workbench.help import simulate_fields  # noqa: F401  (registers --help's resolver)
 from workbench.results import setup_title, write_json, write_requests_csv
 from workbench.rundir import unique_dir  # noqa: F401  (registers conf/config.yaml's resolver)
 from workbench.search.space import job_objective

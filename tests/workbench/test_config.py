@@ -107,3 +107,38 @@ def test_bad_values_name_the_key_and_range(override, message):
 def test_unknown_keys_and_wrong_types_fail_at_compose(override):
     with pytest.raises(Exception, match="bogus|many|maybe"):
         _compose(override)
+
+
+def test_help_lists_every_field_with_its_value_range_and_description():
+    import os
+    import subprocess
+    import sys
+
+    repo = CONF.parent
+    out = subprocess.run(
+        [sys.executable, "-m", "workbench", "simulate", "spec=eagle_tree", "spec.block_size=6",
+         "--help"], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    text = out.stdout
+    flat = " ".join(text.split())  # descriptions wrapped over lines, read as one
+    for line in ("  model.num_experts = 0  [0, 65536]  MoE: routed experts per layer; 0: dense MLP",
+                 "  spec.method = eagle  one of none, dflash,",
+                 "  spec.block_size = 6  [1, 256]  B: tokens verified per request per round",
+                 "  spec.options.draft_topk = 10  [1, 1024]  tree: candidates per request",
+                 "  engine.mode = overlap  one of sync, overlap",
+                 "  sweep.baseline = true  also run spec.method=none at every point",
+                 "  seed = 0  [0, 9223372036854775807]",
+                 "spec: base_spec, dflash, dflash_tree, dspark, eagle, eagle_tree,"):
+        assert line in text, line
+    assert "spec.options.tree_budget" not in text  # dflash's option, not eagle's
+    schema = SimulateConfig()
+    for section in dataclasses.fields(schema):
+        value = getattr(schema, section.name)
+        fields = dataclasses.fields(value) if dataclasses.is_dataclass(value) else [section]
+        for f in fields:
+            if f.name == "options":
+                continue
+            key = f.name if f is section else f"{section.name}.{f.name}"
+            assert f"\n  {key} = " in text, key
+            assert " ".join(f.metadata["doc"].split()) in flat, key

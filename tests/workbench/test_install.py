@@ -115,6 +115,31 @@ def test_the_wheel_ships_conf_the_experiments_and_the_console_script(wheel):
     assert "workbench = workbench.__main__:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
+def test_the_wheel_installs_exactly_the_projects_packages_and_the_commands_data(wheel):
+    """Top-level packages: the seven of setup.py, nothing else (no tests/, benchmarks/,
+    build/); every module of the six whole packages; the committed data that reproduce reads
+    (experiments/published/*.json) and the build commit that stamps results."""
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    info = next(n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info"))
+    tops = {n.split("/")[0] for n in names} - {info}
+    assert tops == set(PACKAGES), sorted(tops ^ set(PACKAGES))
+    assert set(archive.read(f"{info}/top_level.txt").decode().split()) == set(PACKAGES)
+    modules = {
+        p.relative_to(REPO).as_posix()
+        for name in PACKAGES if name != "experiments"
+        for p in (REPO / name).rglob("*.py") if "__pycache__" not in p.parts
+    }
+    assert modules and modules <= names, sorted(modules - names)[:5]
+    published = {
+        f"experiments/published/{p.name}" for p in (REPO / "experiments/published").glob("*")
+        if p.suffix in (".json", ".py")
+    }
+    assert {"experiments/published/cells.json", "experiments/published/protocol.json"} <= published
+    assert published <= names, sorted(published - names)
+    assert "common/build_commit.txt" in names
+
+
 def test_a_non_editable_install_simulates_from_another_directory(tmp_path, wheel):
     target = tmp_path / "site"
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]

@@ -122,6 +122,7 @@ def test_a_committed_prediction_file_replaces_the_simulator(tmp_path, monkeypatc
     monkeypatch.setattr(reproduce_sim, "sweep", lambda *a: pytest.fail("simulated"))
     out = reproduce_sim.table3()
     assert out.holds is True and reproduce_sim.PUBLISHED in out.data
+    assert out.command == "python -m experiments.published"  # what writes the file
     assert "qwen3-8b math500 dflash: 4.00 / 2.50x" in out.value
     assert "coder" not in out.value
     assert reproduce_sim.published_speedups("12") is None
@@ -181,3 +182,19 @@ def test_toy_headline_quotes_tau_overall_low_repetition_and_by_position(tmp_path
 def test_the_committed_report_gives_the_loop_aware_headline():
     md = (REPORT / "report.md").read_text()
     assert f"The loop-aware headline: {reproduce_data.toy_headline()}." in md
+
+
+def test_the_committed_report_and_the_readme_headline_are_what_reproduce_prints(tmp_path):
+    """`python -m workbench reproduce` now (4 s): every row's value, verdict and command as
+    committed in experiments/reproduce/report.json, and the README's headline count of the
+    rows that hold as the fresh report's."""
+    assert reproduce.main(["--out", str(tmp_path)]) == 0
+    fresh = json.loads((tmp_path / "report.json").read_text())["rows"]
+    committed = json.loads((REPORT / "report.json").read_text())["rows"]
+    keys = ("name", "value", "holds", "data", "command")
+    assert [{k: r[k] for k in keys} for r in committed] == [{k: r[k] for k in keys}
+                                                            for r in fresh]
+    held = sum(r["holds"] is True for r in fresh)
+    assert f"Holds: {held} of {len(fresh)} rows" in (tmp_path / "report.md").read_text()
+    readme = (reproduce_entry.ROOT / "README.md").read_text()
+    assert f"| paper claims on the workbench | {held} of {len(fresh)} hold;" in readme

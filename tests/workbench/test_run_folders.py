@@ -133,3 +133,34 @@ def test_ctrl_c_in_a_real_run_ends_in_one_line_and_keeps_the_summary(tmp_path):
     assert "sweep.min_requests_per_client=60 'sweep.concurrency=[" in lines[0]
     assert summary["runs_planned"] == 14 and 1 <= kept < 14
     assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.is_file()] == []
+
+
+@pytest.mark.parametrize("argv, held", [
+    (["serve-bench", "--device", "cpu"], "serve_bench.json"),
+    (["serve-bench", "--device", "cpu"], "traces"),
+    (["calibrate", "model=tiny,toy", "--quick", "--device", "cpu"], "toy.json"),
+])
+def test_an_out_folder_holding_results_is_refused_in_one_line(tmp_path, capsys, argv, held):
+    from workbench.__main__ import main as workbench
+
+    (tmp_path / held).mkdir() if held == "traces" else write_text(tmp_path / held, "earlier")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert workbench([*argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{tmp_path} already holds results ({held})" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    if held != "traces":
+        assert (tmp_path / held).read_text() == "earlier"
+
+
+def test_other_files_in_an_out_folder_are_left_beside(tmp_path):
+    from workbench.calibrate.cli import ALL
+    from workbench.errors import UserError, fresh_output
+    from workbench.serve.bench import OUTPUTS
+
+    write_text(tmp_path / "notes.txt", "mine")
+    write_text(tmp_path / "qwen3-8b.json", "{}")
+    fresh_output(tmp_path, OUTPUTS)
+    fresh_output(tmp_path, ["toy.json"])
+    with pytest.raises(UserError, match=r"holds results \(qwen3-8b\.json\)"):
+        fresh_output(tmp_path, [f"{name}.json" for name in ALL])

@@ -139,3 +139,18 @@ def test_multirun_with_the_joblib_launcher(tmp_path):
         blocks.append(runs[0]["block_size"])
     assert sorted(blocks) == [4, 8]
     assert "Joblib" in proc.stdout + proc.stderr
+
+
+def test_the_readme_cost_model_lines_say_what_they_print():
+    """README's how-to: the main job is already priced by the H200 tables (auto), so
+    engine.cost_model=calibrated prints the same numbers; the roofline line does not."""
+    from workbench.reproduce.sim import sweep
+
+    small = ["workload.num_requests=8", "sweep.min_requests_per_client=0"]
+    auto = sweep(small, [1, 16])
+    assert sweep([*small, "engine.cost_model=calibrated"], [1, 16]) == auto
+    roofline = sweep([*small, "engine.cost_model=roofline"], [1, 16])
+    assert all(abs(roofline[k] / auto[k] - 1) > 0.1 for k in auto)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "simulate engine.cost_model=roofline 'sweep.concurrency=[1,16]'" in readme
+    assert "`engine.cost_model=calibrated` prints the same numbers there" in readme

@@ -5,7 +5,9 @@ over a grid (requests x tokens per request x context, memory-aware: points whose
 fit are left to the gap regression), plus held-out points off the grid, then builds the
 interpolating tables (simulator/calibration.py), fits the host time per round, scores every
 predictor on its held-out points (workbench/calibrate/fit.py), and writes `<out>/<model>.json`
-(default out: conf/calibration/<hardware>/) with the metadata the simulator checks. Each
+(default out: conf/calibration/<hardware>/) with the metadata the simulator checks; an
+explicit `--out DIR` that already holds one of those files is refused in one line before
+anything is measured (the default folder's tables are replaced: re-calibration). Each
 model stops measuring at `--budget-s` (the rest is filled by regression and counted in
 `skipped`; the untimed warm-up of every shape counts against it).
 `model=all` is toy, qwen3-4b, qwen3-8b, llama-3.1-8b. `--quick` is a tiny grid (CPU tests).
@@ -35,7 +37,7 @@ from common.stamps import stamp
 from simulator.calibration import FORMAT, REPO_CONF
 from workbench.atomic import write_text
 from workbench.calibrate.fit import borrow, fit, print_report
-from workbench.errors import OneLineParser, UserError, need_cuda, ranged
+from workbench.errors import OneLineParser, UserError, fresh_output, need_cuda, ranged
 
 ALL = ("toy", "qwen3-4b", "qwen3-8b", "llama-3.1-8b")
 FULL = dict(
@@ -283,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         return install(a.files, hw, a.out)
     p = OneLineParser(prog="python -m workbench calibrate", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None, help="default conf/calibration/<hardware>/; a folder "
+                   "that holds <model>.json already is refused")
     p.add_argument("--device", default="cuda")
     p.add_argument("--budget-s", type=ranged(float, 0, None, open_lo=True), default=75.0,
                    help="measuring time per model (> 0)")
@@ -297,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     args.hardware, names = _keys(p, argv)
     if args.prefill_into and not Path(args.prefill_into).is_file():
         p.error(f"--prefill-into {args.prefill_into}: no such file")
+    if args.out:
+        fresh_output(args.out, [f"{name}.json" for name in names])
     args.device = need_cuda(args.device, "calibrate", SMOKE)
     out = Path(args.out) if args.out else tree_output(REPO_CONF / args.hardware, "--out")
     t0 = time.perf_counter()

@@ -90,7 +90,7 @@ def run(selected: list[Entry], log=print) -> list[dict]:
                 "value": out.value,
                 "holds": out.holds,
                 "data": out.data or e.data,
-                "command": e.command,
+                "command": out.command or e.command,
                 "seconds": round(secs, 2),
             }
         )

@@ -13,12 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class Outcome:
     """What one measure found: the value as the report prints it, whether the paper's claim
-    holds on it (None: no workbench value yet), and the data it came from when that differs
-    from the entry's (a committed prediction file replacing the simulator)."""
+    holds on it (None: no workbench value yet), and the data it came from and the command
+    that writes that data when they differ from the entry's (a committed prediction file
+    replacing the simulator)."""
 
     value: str
     holds: bool | None
     data: str | None = None
+    command: str | None = None
 
 
 @dataclass(frozen=True)

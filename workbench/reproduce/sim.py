@@ -8,7 +8,8 @@ concurrency, not tau itself. Paper values: docs/dflash.md section 4 (the DFlash
 paper's Tables 3, 5, 11, 12), SGLang PR #23000 (Spec V2) and the I-DLM README (ISD).
 
 Tables 3, 5 and 12 read the published-setup predictions from `PUBLISHED` instead when that
-file holds rows for the table (`published_speedups`).
+file holds rows for the table (`published_speedups`), and name the command that writes it
+(`PUBLISHED_COMMAND`): the entry's simulate command prints the simulator's own fallback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from common.methods import BASELINE
 from workbench.reproduce.entry import ROOT, Entry, Outcome
 
 PUBLISHED = "experiments/published/predictions.json"
+PUBLISHED_COMMAND = "python -m experiments.published"  # writes PUBLISHED
 SIM = "python -m workbench simulate"
 
 
@@ -81,23 +83,25 @@ def _curve(c: dict[int, float]) -> str:
 
 
 def _outcome(
-    curves: dict[tuple[str, ...], dict[int, float]], holds: bool, data: str | None = None
+    curves: dict[tuple[str, ...], dict[int, float]], holds: bool, data: str | None = None,
+    command: str | None = None,
 ) -> Outcome:
     text = "; ".join(f"{' '.join(k for k in key if k)}: {_curve(c)}" for key, c in curves.items())
     cs = " / ".join(map(str, sorted(next(iter(curves.values())))))
-    return Outcome(f"speedup at c = {cs}: {text}", holds, data)
+    return Outcome(f"speedup at c = {cs}: {text}", holds, data, command)
 
 
 def _published(table: str, models: set[str] | None = None) -> Outcome | None:
     """The table's published-setup predictions when committed, for `models` (None: all;
-    holds: every curve falls)."""
+    holds: every curve falls); the row's command is then the one that writes them."""
     curves = published_speedups(table)
     if curves is not None and models is not None:
         curves = {k: c for k, c in curves.items() if k[0] in models} or None
     if curves is None:
         return None
     return _outcome(
-        curves, all(falls(c) for c in curves.values()), f"{PUBLISHED} (rows of table {table})"
+        curves, all(falls(c) for c in curves.values()), f"{PUBLISHED} (rows of table {table})",
+        PUBLISHED_COMMAND,
     )
 
 
@@ -199,7 +203,8 @@ SIM_ENTRIES = [
         "2.4x; Qwen3-4B Math500 4.8 -> 2.9x, HumanEval 4.0 -> 2.2x at c = 1 / 4 / 8 / 16 / "
         "32. Claim: the speedup falls with concurrency",
         "simulator (roofline, B200, overlap, published tau)",
-        f"{SIM} model=qwen3-8b hardware=b200 workload=math500 'sweep.concurrency=[1,4,8,16,32]'",
+        f"{SIM} model=qwen3-8b hardware=b200 workload=math500 engine=overlap "
+        "'sweep.concurrency=[1,4,8,16,32]'",
         table3,
     ),
     Entry(

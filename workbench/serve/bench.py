@@ -29,8 +29,9 @@ The engine runs under the EngineOptions of the shared flags (common/engine_optio
 --no-triton-gemv, --compiled-prefill), stamped into the result as "engine_options".
 --out DIR gets serve_bench.json (stamped with git SHA and versions; also the setups' shapes
 and acceptance, for `python -m experiments.spec_v2`), serve_bench.md (the table) and
-traces/<setup>_c<C>_<method>_<mode>.json (Chrome traces). On the CPU the "device" runs inside
-the host's launch, so only the GPU's numbers mean much.
+traces/<setup>_c<C>_<method>_<mode>.json (Chrome traces); a DIR that already holds one of
+them is refused in one line before anything runs. On the CPU the "device" runs inside the
+host's launch, so only the GPU's numbers mean much.
 """
 
 from __future__ import annotations
@@ -44,7 +45,15 @@ from pathlib import Path
 
 from common.engine_options import add_arguments, from_args
 from common.stamps import command_line, stamp
-from workbench.errors import OneLineParser, UserError, int_list, name_list, need_cuda, ranged
+from workbench.errors import (
+    OneLineParser,
+    UserError,
+    fresh_output,
+    int_list,
+    name_list,
+    need_cuda,
+    ranged,
+)
 from workbench.serve.report import ratios, save, show
 
 T0 = time.perf_counter()
@@ -54,6 +63,7 @@ SMOKE = {"target": "random:tiny", "concurrency": "1,4", "prompt_len": 16, "max_n
 GPU = {"target": "random:qwen3-8b", "concurrency": "1,4,8,16,32,64", "prompt_len": 256,
        "max_new_tokens": 128}
 BIG = 1 << 20
+OUTPUTS = ("serve_bench.json", "serve_bench.md", "traces")  # what --out DIR gets
 
 
 def _args(argv):
@@ -89,7 +99,8 @@ def _args(argv):
     p.add_argument("--prefill-budget", type=ranged(int, 1, BIG), default=8192)
     p.add_argument("--no-compile", action="store_true", help="eager layers in the CUDA graphs")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="output folder")
+    p.add_argument("--out", default=None, help="output folder (refused when it already holds "
+                   "a serve-bench result)")
     add_arguments(p)
     args = p.parse_args(argv)
     if args.tau > args.block_size:
@@ -282,6 +293,8 @@ def run(argv=None) -> dict:
     """Run the sweep of `argv` (the command's arguments); returns the result document. The
     arguments are checked before torch is imported, so a bad one fails in a blink."""
     args = _args(argv)
+    if args.out:
+        fresh_output(args.out, OUTPUTS)
 
     import torch
 
