@@ -216,8 +216,13 @@ def trained_block_size(drafter_dir: Path) -> int:
 
 def artifacts_folder(artifacts: str) -> str:
     """The recipe folder to read: `artifacts`, or the committed zoo when `artifacts` is the
-    default and holds no target (no recipe has run on this machine)."""
+    default and holds no target (no recipe has run on this machine). Exits with one line
+    when neither holds a target (an installed copy ships no zoo: run from a checkout)."""
     if artifacts == DEFAULT_ARTIFACTS and not (Path(artifacts) / "target").is_dir():
+        if not (Path(ZOO) / "target").is_dir():
+            raise SystemExit(f"acceptance: neither {artifacts} nor the committed zoo ({ZOO}) "
+                             "holds a target: run from the repository's checkout, or pass "
+                             "artifacts=DIR of a trained recipe")
         print(f"acceptance: {artifacts} has no target; reading the committed zoo, {ZOO}",
               flush=True)
         return ZOO
