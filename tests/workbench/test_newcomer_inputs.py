@@ -160,3 +160,15 @@ def test_serve_bench_json_says_interrupted_until_the_end(tmp_path):
     assert json.loads((tmp_path / "serve_bench.json").read_text())["status"] == "interrupted"
     save(result, str(tmp_path), "complete")
     assert json.loads((tmp_path / "serve_bench.json").read_text())["status"] == "complete"
+
+
+def test_validate_report_on_a_model_the_simulator_cannot_price(tmp_path, capsys):
+    from workbench.validate.report import main
+
+    measured = tmp_path / "validation-tiny.json"
+    measured.write_text('{"model": "tiny"}')
+    with pytest.raises(SystemExit) as e:
+        main([str(measured)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1
+    assert "conf/model/tiny.yaml" in err and "qwen3-8b" in err

@@ -275,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"measured = {args.measured}: no such file (validation-<model>.json)")
     doc = json.loads(Path(args.measured).read_text())
     calib_name = args.calibration or f"h200/{doc['model']}"
+    if not (REPO_CONF.parent / "model" / f"{doc['model']}.yaml").is_file():
+        known = sorted(f.stem for f in (REPO_CONF.parent / "model").glob("*.yaml"))
+        p.error(f"{args.measured}: model {doc['model']} has no conf/model/{doc['model']}.yaml "
+                f"for the simulator to price (one of {', '.join(known)}); the CPU smoke's "
+                "tiny target has none, so its run checks the engine side only")
     model = _model_yaml(doc["model"])
     calib = load_calibration(calib_name, _model_params(model))
     rows = evaluate(doc, calib_name, model)
