@@ -227,10 +227,15 @@ def test_composition_without_hydra_matches_hydra(overrides):
 
 def test_default_artifacts_fall_back_to_the_committed_zoo(tmp_path, monkeypatch):
     """`python -m experiments.acceptance` as written: without a recipe's artifacts/toy the
-    committed zoo is read; an explicit folder, or an artifacts/toy with a target, is kept."""
+    committed zoo is read; an explicit folder, or an artifacts/toy with a target, is kept;
+    with neither (an installed copy run outside the checkout) one line says so."""
     from experiments.acceptance import DEFAULT_ARTIFACTS, ZOO, artifacts_folder
 
     monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match="neither .* holds a target") as e:
+        artifacts_folder(DEFAULT_ARTIFACTS)
+    assert "\n" not in str(e.value)
+    (tmp_path / ZOO / "target").mkdir(parents=True)
     assert artifacts_folder(DEFAULT_ARTIFACTS) == ZOO
     assert artifacts_folder("elsewhere") == "elsewhere"
     (tmp_path / DEFAULT_ARTIFACTS / "target").mkdir(parents=True)
